@@ -1,0 +1,69 @@
+"""The ``kvroof`` command line. Each command family lives in its own module of this package;
+handlers only parse flags and print: every number comes from the library."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from kvroof import __version__
+from kvroof.cli import specs as specs_commands
+from kvroof.cli.common import CommandError
+from kvroof.errors import KvroofError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kvroof",
+        description="Is prefill with offloaded KV cache limited by GPU compute or by the link?",
+    )
+    parser.add_argument("--version", action="version", version=f"kvroof {__version__}")
+    parser.add_argument(
+        "--spec-path",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder of your own spec files (repeatable; added after KVROOF_SPEC_PATH)",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    specs_commands.register(commands)
+    return parser
+
+
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    print(f"kvroof: warning: {message}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (2 for bad input, with one line on stderr)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    previous = warnings.showwarning
+    warnings.showwarning = _one_line_warning
+    try:
+        handler: Any = args.handler
+        handler(args)
+    except (KvroofError, CommandError) as error:
+        print(f"kvroof: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    finally:
+        warnings.showwarning = previous
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

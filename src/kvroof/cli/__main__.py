@@ -1,0 +1,5 @@
+import sys
+
+from kvroof.cli import main
+
+sys.exit(main())

@@ -1,0 +1,54 @@
+"""Helpers shared by the command modules: registry from flags, tables, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from kvroof.specs.registry import Registry, default_registry
+
+__all__ = ["CommandError", "print_json", "print_table", "registry_from_args"]
+
+
+class CommandError(Exception):
+    """A command-line problem that is not a spec or value error (a bad path, say)."""
+
+
+def registry_from_args(args: argparse.Namespace) -> Registry:
+    """The default registry, or one with the ``--spec-path`` folders added."""
+    paths: list[str] = list(getattr(args, "spec_path", []) or [])
+    return Registry(paths) if paths else default_registry()
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` as JSON (non-finite floats become null)."""
+    json.dump(_json_safe(value), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+def print_table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> None:
+    """Print rows as an aligned plain-text table."""
+    all_rows = [list(header)] if header else []
+    all_rows += [list(r) for r in rows]
+    if not all_rows:
+        return
+    widths = [max(len(r[i]) for r in all_rows if i < len(r)) for i in range(len(all_rows[0]))]
+    for index, row in enumerate(all_rows):
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        print("  ".join(cells).rstrip())
+        if header and index == 0:
+            print("  ".join("-" * w for w in widths))

@@ -1,0 +1,84 @@
+"""``kvroof list`` and ``kvroof show``: what the registries hold."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kvroof.cli.common import print_json, print_table, registry_from_args
+from kvroof.describe import derived_figures, spec_rows, spec_summary
+from kvroof.specs.registry import KINDS, SpecKind
+from kvroof.units import Kind, format_quantity
+
+__all__ = ["register"]
+
+_PLURAL = {f"{kind}s": kind for kind in KINDS}
+
+
+def register(commands: Any) -> None:
+    listing = commands.add_parser(
+        "list", help="list the known models, accelerators, links or systems"
+    )
+    listing.add_argument("kind", choices=sorted(_PLURAL), help="what to list")
+    listing.add_argument("--json", action="store_true", help="print a JSON array")
+    listing.set_defaults(handler=run_list)
+
+    show = commands.add_parser("show", help="show one spec with its derived figures")
+    show.add_argument("kind", choices=list(KINDS), help="the kind of spec")
+    show.add_argument("name", help="its name or an alias (case-insensitive)")
+    show.add_argument("--json", action="store_true", help="print a JSON object (SI units)")
+    show.set_defaults(handler=run_show)
+
+
+def run_list(args: argparse.Namespace) -> None:
+    kind: SpecKind = _PLURAL[args.kind]
+    registry = registry_from_args(args)
+    entries = registry.entries(kind)
+    if args.json:
+        items = []
+        for entry in entries:
+            item: dict[str, Any] = {
+                "name": entry.spec.name,
+                "display_name": entry.spec.label,
+                "aliases": list(entry.spec.aliases),
+                "builtin": entry.builtin,
+                "file": str(entry.path),
+            }
+            item.update(derived_figures(entry.spec))
+            items.append(item)
+        print_json(items)
+        return
+    print_table(
+        [[e.spec.name, e.spec.label, spec_summary(e.spec)] for e in entries],
+        header=["name", "display name", "summary"],
+    )
+
+
+_DERIVED_UNITS: dict[str, Kind | None] = {
+    "kv_bytes_per_token": Kind.CAPACITY,
+    "kv_bytes_per_token_per_layer": Kind.CAPACITY,
+    "kv_bytes_sliding_per_sequence": Kind.CAPACITY,
+}
+
+
+def run_show(args: argparse.Namespace) -> None:
+    registry = registry_from_args(args)
+    entry = registry.entry(args.kind, args.name)
+    spec = entry.spec
+    derived = derived_figures(spec)
+    if args.json:
+        print_json({
+            "kind": args.kind,
+            **spec.model_dump(mode="json"),
+            **derived,
+            "file": str(entry.path),
+        })
+        return
+    rows = [[field, value] for field, value in spec_rows(spec)]
+    for key, value in derived.items():
+        unit = _DERIVED_UNITS.get(key)
+        text = format_quantity(value, unit) if unit else f"{value / 1e9:.3f}B"
+        rows.append([f"{key} (derived)", text])
+    rows += [[f"source: {field}", source] for field, source in spec.sources.items()]
+    rows.append(["file", str(entry.path)])
+    print_table(rows)

@@ -1,0 +1,66 @@
+"""Input checks shared by the cost functions: one-line errors, never a silent NaN."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from kvroof.errors import KvroofError
+from kvroof.specs.base import DTYPE_BYTES
+
+__all__ = ["FloatArray", "dtype_bytes", "efficiency", "nonnegative", "positive", "scalar_or_array"]
+
+FloatArray = NDArray[np.float64]
+
+
+def _as_float_array(name: str, value: ArrayLike) -> FloatArray:
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise KvroofError(
+            f"{name}: expected a number or an array of numbers, got {value!r}"
+        ) from None
+    if not np.all(np.isfinite(array)):
+        raise KvroofError(f"{name}: must be finite, got {value!r}")
+    return array
+
+
+def nonnegative(name: str, value: ArrayLike) -> FloatArray:
+    """``value`` as a float array, every element finite and >= 0."""
+    array = _as_float_array(name, value)
+    if np.any(array < 0):
+        raise KvroofError(f"{name}: must not be negative, got {value!r}")
+    return array
+
+
+def positive(name: str, value: ArrayLike) -> FloatArray:
+    """``value`` as a float array, every element finite and > 0."""
+    array = _as_float_array(name, value)
+    if np.any(array <= 0):
+        raise KvroofError(f"{name}: must be positive, got {value!r}")
+    return array
+
+
+def efficiency(name: str, value: ArrayLike) -> FloatArray:
+    """An efficiency in (0, 1]."""
+    array = _as_float_array(name, value)
+    if np.any((array <= 0) | (array > 1)):
+        raise KvroofError(f"{name}: must be in (0, 1], got {value!r}")
+    return array
+
+
+def dtype_bytes(dtype: str) -> float:
+    """Bytes per element of ``dtype`` (bf16 2, fp8 1, int4 0.5, ...)."""
+    try:
+        return DTYPE_BYTES[dtype.lower()]
+    except KeyError:
+        raise KvroofError(
+            f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_BYTES)})"
+        ) from None
+
+
+def scalar_or_array(array: FloatArray) -> Any:
+    """A 0-d array becomes a Python float; anything else stays an array."""
+    return float(array) if array.ndim == 0 else array

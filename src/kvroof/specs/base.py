@@ -1,0 +1,176 @@
+"""Common ground for spec models: frozen pydantic models, quantities with units, sources.
+
+Quantities in spec files carry units (``"3.35 TB/s"``). From Python a plain number is accepted
+and taken to be SI already; from a file (validation context ``{"from_file": True}``) a number
+without a unit is an error, and every field that holds a number must be covered by an entry in
+``sources`` (the field's own name, or ``default``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    model_validator,
+)
+
+from kvroof.units import Kind, UnitError, parse_quantity
+
+__all__ = [
+    "DTYPE_BYTES",
+    "Bandwidth",
+    "Capacity",
+    "Compute",
+    "ComputeDtype",
+    "KvDtype",
+    "PositiveInt",
+    "Power",
+    "SpecModel",
+    "Time",
+    "UnitOf",
+    "from_file",
+]
+
+ComputeDtype = Literal["fp4", "fp8", "int8", "fp16", "bf16", "tf32", "fp32"]
+"""Data types an accelerator may publish a dense peak for."""
+
+KvDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
+"""Data types the KV cache may be stored in."""
+
+DTYPE_BYTES: dict[str, float] = {
+    "fp32": 4.0,
+    "tf32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "fp4": 0.5,
+}
+"""Bytes per element of each data type (4-bit types pack two elements per byte)."""
+
+
+def from_file(info: ValidationInfo) -> bool:
+    """True when the model is being validated from a spec file (units and sources required)."""
+    context = info.context
+    return isinstance(context, dict) and bool(context.get("from_file"))
+
+
+class UnitOf:
+    """Marks an annotated float as a quantity of ``kind`` (used to format it for display)."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind
+
+
+def _quantity_validator(kind: Kind) -> Any:
+    def validate(value: object, info: ValidationInfo) -> float:
+        if isinstance(value, str):
+            return parse_quantity(value, kind)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise UnitError(f"expected a {kind.value} like {kind.example!r}, got {value!r}")
+        if from_file(info):
+            raise UnitError(
+                f"{value!r} has no unit; write the {kind.value} with a unit, like {kind.example!r}"
+            )
+        if not math.isfinite(value) or value < 0:
+            raise UnitError(f"a {kind.value} must be finite and not negative, got {value!r}")
+        return float(value)
+
+    return BeforeValidator(validate)
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return value
+
+
+_POSITIVE = AfterValidator(_positive)
+
+Compute = Annotated[float, _quantity_validator(Kind.COMPUTE), _POSITIVE, UnitOf(Kind.COMPUTE)]
+"""FLOP/s (written ``"989.4 TFLOPS"`` in files)."""
+Bandwidth = Annotated[float, _quantity_validator(Kind.BANDWIDTH), _POSITIVE, UnitOf(Kind.BANDWIDTH)]
+"""Bytes per second, per direction (written ``"63 GB/s"`` or ``"400 Gb/s"``)."""
+Capacity = Annotated[float, _quantity_validator(Kind.CAPACITY), _POSITIVE, UnitOf(Kind.CAPACITY)]
+"""Bytes (written ``"80 GB"`` or ``"141 GiB"``)."""
+Power = Annotated[float, _quantity_validator(Kind.POWER), _POSITIVE, UnitOf(Kind.POWER)]
+"""Watts (written ``"700 W"``)."""
+Time = Annotated[float, _quantity_validator(Kind.TIME), UnitOf(Kind.TIME)]
+"""Seconds, zero allowed (written ``"2 us"``)."""
+PositiveInt = Annotated[int, Field(gt=0, strict=True)]
+"""An integer count, at least 1 (booleans and floats are rejected)."""
+
+_NOT_SOURCED = frozenset({"sources", "notes"})
+
+
+def _holds_number(value: object) -> bool:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return False
+    if isinstance(value, int | float):
+        return True
+    if isinstance(value, BaseModel):
+        return any(_holds_number(getattr(value, name)) for name in type(value).model_fields)
+    if isinstance(value, dict):
+        return any(_holds_number(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds_number(v) for v in value)
+    return False
+
+
+class SpecModel(BaseModel):
+    """Base of every spec: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind_name: ClassVar[str] = "spec"
+
+
+class SourcedSpec(SpecModel):
+    """A top-level spec (one per file) with a name, aliases and sources for its numbers."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+    display_name: str = ""
+    aliases: tuple[str, ...] = ()
+    sources: dict[str, str] = Field(default_factory=dict)
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _every_number_has_a_source(self, info: ValidationInfo) -> SourcedSpec:
+        fields = type(self).model_fields
+        unknown = sorted(set(self.sources) - set(fields) - {"default"})
+        if unknown:
+            raise ValueError(
+                f"sources names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'}"
+                f" not a field of a {self.kind_name}"
+            )
+        if not from_file(info):
+            return self
+        if "default" in self.sources:
+            return self
+        missing = [
+            name
+            for name in fields
+            if name not in _NOT_SOURCED
+            and _holds_number(getattr(self, name))
+            and name not in self.sources
+        ]
+        if missing:
+            raise ValueError(
+                f"no source for {', '.join(missing)}: add them (or 'default') under 'sources'"
+            )
+        return self
+
+    @property
+    def label(self) -> str:
+        """The display name, or the name when no display name is given."""
+        return self.display_name or self.name

@@ -1,0 +1,239 @@
+"""Build a :class:`ModelSpec` from a HuggingFace ``config.json`` (a path or a dict).
+
+Supported architectures: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
+Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM (also Kimi-K2),
+MixtralForCausalLM and GptOssForCausalLM. The architecture name only gates support; the kind of
+attention and FFN is decided from the fields present (``kv_lora_rank`` -> MLA; ``num_experts``,
+``n_routed_experts`` or ``num_local_experts`` -> MoE; ``layer_types`` or ``sliding_window`` ->
+sliding-window layers), never from the model's name.
+
+``head_dim`` is taken from the config. When a config leaves it out, kvroof applies the default
+of the architecture's HuggingFace class (``hidden_size // num_attention_heads`` for Llama,
+Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from kvroof.errors import SpecError
+from kvroof.specs.loader import validate_spec
+from kvroof.specs.model import ModelSpec
+from kvroof.specs.registry import SpecWarning
+
+__all__ = ["SUPPORTED_ARCHITECTURES", "model_from_hf_config"]
+
+SUPPORTED_ARCHITECTURES: Final = (
+    "LlamaForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "MixtralForCausalLM",
+    "GptOssForCausalLM",
+)
+# Architectures whose modelling code applies an RMSNorm to each query and key head.
+_QK_NORM: Final = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"})
+# HuggingFace class defaults for head_dim when config.json omits it (None: hidden // heads).
+_HEAD_DIM_DEFAULT: Final[dict[str, int | None]] = {
+    "LlamaForCausalLM": None,
+    "Qwen2ForCausalLM": None,
+    "MixtralForCausalLM": None,
+    "Qwen3ForCausalLM": 128,
+    "Qwen3MoeForCausalLM": 128,
+    "GptOssForCausalLM": 64,
+}
+
+
+class _Config:
+    """Field access on a config dict with errors that name the file and field."""
+
+    def __init__(self, data: Mapping[str, Any], path: Path | None, architecture: str) -> None:
+        self.data = data
+        self.path = path
+        self.architecture = architecture
+
+    def error(self, field: str, message: str) -> SpecError:
+        return SpecError(message, self.path or "<config dict>", field)
+
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def integer(self, key: str, *alternatives: str) -> int:
+        for name in (key, *alternatives):
+            value = self.data.get(name)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise self.error(name, f"expected an integer, got {value!r}")
+                return value
+        names = " or ".join(repr(n) for n in (key, *alternatives))
+        raise self.error(key, f"missing field ({names} is needed for {self.architecture})")
+
+    def optional_int(self, key: str, default: int | None = None) -> int | None:
+        return self.integer(key) if self.has(key) else default
+
+
+def _read(config: Mapping[str, Any] | str | Path) -> tuple[Mapping[str, Any], Path | None]:
+    if isinstance(config, Mapping):
+        return config, None
+    path = Path(config)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise SpecError(f"cannot read: {error.strerror or error}", path) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SpecError(f"not valid JSON: {error}", path) from None
+    if not isinstance(data, dict):
+        raise SpecError("expected a JSON object at the top level", path)
+    return data, path
+
+
+def _attention(cfg: _Config) -> dict[str, Any]:
+    heads = cfg.integer("num_attention_heads")
+    if cfg.has("kv_lora_rank"):
+        q_lora = cfg.optional_int("q_lora_rank")
+        return {
+            "kind": "mla",
+            "num_heads": heads,
+            "q_lora_rank": q_lora or None,  # DeepSeek-V2-Lite writes null (older copies 0)
+            "kv_lora_rank": cfg.integer("kv_lora_rank"),
+            "qk_nope_head_dim": cfg.integer("qk_nope_head_dim"),
+            "qk_rope_head_dim": cfg.integer("qk_rope_head_dim"),
+            "v_head_dim": cfg.integer("v_head_dim"),
+        }
+    kv_heads = cfg.optional_int("num_key_value_heads", heads)  # HF: absent means MHA
+    assert kv_heads is not None
+    if cfg.has("head_dim"):
+        head_dim = cfg.integer("head_dim")
+    else:
+        default = _HEAD_DIM_DEFAULT.get(cfg.architecture)
+        head_dim = cfg.integer("hidden_size") // heads if default is None else default
+        warnings.warn(
+            f"{cfg.path or '<config dict>'}: head_dim missing; using {head_dim}, the "
+            f"{cfg.architecture} default",
+            SpecWarning,
+            stacklevel=4,
+        )
+    kind = "mha" if kv_heads == heads else "mqa" if kv_heads == 1 else "gqa"
+    return {
+        "kind": kind,
+        "num_heads": heads,
+        "num_kv_heads": kv_heads,
+        "head_dim": head_dim,
+        "qk_norm": cfg.architecture in _QK_NORM,
+    }
+
+
+def _ffn(cfg: _Config) -> dict[str, Any]:
+    experts_key = next(
+        (k for k in ("n_routed_experts", "num_experts", "num_local_experts") if cfg.has(k)), None
+    )
+    if experts_key is None or cfg.integer(experts_key) == 0:
+        return {"kind": "dense", "intermediate_size": cfg.integer("intermediate_size")}
+    if cfg.has("mlp_only_layers") and list(cfg.data["mlp_only_layers"]):
+        raise cfg.error("mlp_only_layers", "dense layers between MoE layers are not supported")
+    for key in ("decoder_sparse_step", "moe_layer_freq"):
+        if cfg.has(key) and cfg.integer(key) != 1:
+            raise cfg.error(key, f"only every-layer MoE is supported, got {cfg.data[key]!r}")
+    expert_size = cfg.integer("moe_intermediate_size", "intermediate_size")
+    shared = cfg.optional_int("n_shared_experts", 0) or 0
+    first_dense = cfg.optional_int("first_k_dense_replace", 0) or 0
+    return {
+        "kind": "moe",
+        "num_experts": cfg.integer(experts_key),
+        "experts_per_token": cfg.integer("num_experts_per_tok", "experts_per_token"),
+        "expert_intermediate_size": expert_size,
+        "num_shared_experts": shared,
+        "shared_expert_intermediate_size": expert_size if shared else 0,
+        "first_k_dense": first_dense,
+        "dense_intermediate_size": cfg.integer("intermediate_size") if first_dense else None,
+    }
+
+
+def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
+    layer_types = cfg.data.get("layer_types")
+    if layer_types is not None:
+        if not isinstance(layer_types, list) or len(layer_types) != num_layers:
+            raise cfg.error("layer_types", f"expected a list of {num_layers} layer types")
+        sliding = {i for i, t in enumerate(layer_types) if t == "sliding_attention"}
+        unknown = {t for t in layer_types if t not in ("sliding_attention", "full_attention")}
+        if unknown:
+            raise cfg.error("layer_types", f"unknown layer type {sorted(unknown)[0]!r}")
+        if not sliding:
+            return None
+        size = cfg.integer("sliding_window")
+        for period in range(1, num_layers + 1):
+            offset = min(sliding) % period
+            if sliding == {i for i in range(num_layers) if i % period == offset}:
+                return {"size": size, "period": period, "offset": offset}
+        raise cfg.error("layer_types", "sliding layers do not follow a periodic pattern")
+    if not cfg.has("sliding_window") or cfg.data.get("use_sliding_window") is False:
+        return None
+    if cfg.has("max_window_layers") and cfg.integer("max_window_layers") < num_layers:
+        raise cfg.error("max_window_layers", "sliding window on only some layers is not supported")
+    return {"size": cfg.integer("sliding_window"), "period": 1, "offset": 0}
+
+
+def _name(data: Mapping[str, Any], path: Path | None, name: str | None) -> str:
+    candidate = name or str(data.get("_name_or_path") or "")
+    if not candidate and path is not None:
+        candidate = path.parent.name if path.name == "config.json" else path.stem
+    candidate = candidate.rstrip("/").split("/")[-1] or str(data.get("model_type") or "model")
+    return re.sub(r"[^A-Za-z0-9._+-]", "-", candidate).lower().lstrip(".-_+") or "model"
+
+
+def model_from_hf_config(
+    config: Mapping[str, Any] | str | Path,
+    *,
+    name: str | None = None,
+    published_total: float | None = None,
+    published_active: float | None = None,
+) -> ModelSpec:
+    """Build a model spec from a HuggingFace config (path to ``config.json``, its folder, or a
+    dict). Raises :class:`SpecError` naming the file and field for unsupported or incomplete
+    configs. Published parameter counts are not in config.json; pass them to record them."""
+    data, path = _read(config)
+    architectures = data.get("architectures")
+    if not isinstance(architectures, list) or not architectures:
+        raise SpecError("missing field (a list with the model class name)", path or "<config dict>",
+                        "architectures")
+    architecture = str(architectures[0])
+    if architecture not in SUPPORTED_ARCHITECTURES:
+        raise SpecError(
+            f"unsupported architecture {architecture!r} (supported: "
+            f"{', '.join(SUPPORTED_ARCHITECTURES)})",
+            path or "<config dict>",
+            "architectures",
+        )
+    cfg = _Config(data, path, architecture)
+    num_layers = cfg.integer("num_hidden_layers")
+    tie = data.get("tie_word_embeddings", False)  # False is every supported class's default
+    fields: dict[str, Any] = {
+        "name": _name(data, path, name),
+        "display_name": name or "",
+        "num_layers": num_layers,
+        "hidden_size": cfg.integer("hidden_size"),
+        "vocab_size": cfg.integer("vocab_size"),
+        "tie_word_embeddings": bool(tie),
+        "attention": _attention(cfg),
+        "ffn": _ffn(cfg),
+        "sliding_window": _sliding_window(cfg, num_layers),
+        "max_context": cfg.optional_int("max_position_embeddings"),
+        "sources": {"default": f"HuggingFace config.json ({path or 'dict'})"},
+        "notes": f"imported from a HuggingFace config ({architecture})",
+    }
+    if (published_total is None) != (published_active is None):
+        raise SpecError("give both published_total and published_active, or neither")
+    if published_total is not None:
+        fields["published"] = {"total": published_total, "active": published_active}
+    spec = validate_spec("model", fields, path or "<config dict>")
+    assert isinstance(spec, ModelSpec)
+    return spec

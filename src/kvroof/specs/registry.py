@@ -1,0 +1,273 @@
+"""Registries of specs: the built-in YAML files plus the user's own folders.
+
+Sources, in order (a later spec with the same name replaces an earlier one, with a warning):
+
+1. the built-in ``hardware_specs/`` and ``model_specs/`` folders (shipped inside the wheel);
+2. folders in the ``KVROOF_SPEC_PATH`` environment variable (``os.pathsep``-separated);
+3. folders passed to :class:`Registry` (or ``--spec-path`` on the command line).
+
+Every ``*.yaml``/``*.yml`` file under a folder is read (recursively). Lookup is case-insensitive,
+treats ``_`` and spaces like ``-``, and accepts aliases (HuggingFace ids such as
+``Qwen/Qwen3-235B-A22B``). A broken user file does not hide the built-in specs: it is skipped
+with a :class:`SpecWarning` and listed in :attr:`Registry.problems`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Final, Literal, TypeVar, overload
+
+from kvroof.errors import SpecError, UnknownNameError
+from kvroof.specs.hardware import Accelerator, Link, System
+from kvroof.specs.loader import SPEC_TYPES, Spec, load_spec_file
+from kvroof.specs.model import ModelSpec
+
+__all__ = [
+    "ENV_VAR",
+    "Entry",
+    "Registry",
+    "SpecKind",
+    "SpecWarning",
+    "builtin_spec_dirs",
+    "default_registry",
+    "normalize_name",
+]
+
+ENV_VAR: Final = "KVROOF_SPEC_PATH"
+SpecKind = Literal["accelerator", "link", "system", "model"]
+KINDS: Final[tuple[SpecKind, ...]] = ("accelerator", "link", "system", "model")
+
+S = TypeVar("S", Accelerator, Link, System, ModelSpec)
+
+
+class SpecWarning(UserWarning):
+    """A user spec was skipped (broken) or replaced a built-in one."""
+
+
+def normalize_name(name: str) -> str:
+    """The lookup key of a name: case-folded, with ``_`` and spaces read as ``-``."""
+    return name.strip().casefold().replace("_", "-").replace(" ", "-")
+
+
+def builtin_spec_dirs() -> list[Path]:
+    """The folders holding the built-in specs (inside the installed package, else the repo)."""
+    package = Path(__file__).resolve().parent.parent
+    packaged = package / "_data"
+    if (packaged / "hardware_specs").is_dir():
+        return [packaged / "hardware_specs", packaged / "model_specs"]
+    repository = package.parent.parent
+    dirs = [repository / "hardware_specs", repository / "model_specs"]
+    missing = [str(d) for d in dirs if not d.is_dir()]
+    if missing:
+        raise SpecError(f"built-in spec folders not found: {', '.join(missing)}")
+    return dirs
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A registered spec and where it came from."""
+
+    spec: Spec
+    path: Path | None
+    builtin: bool
+
+
+def _spec_files(folder: Path) -> Iterator[Path]:
+    yield from sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+class Registry:
+    """All known specs by kind, with name and alias lookup.
+
+    >>> reg = Registry()                       # built-ins + KVROOF_SPEC_PATH
+    >>> reg.model("Qwen/Qwen3-235B-A22B").num_layers
+    94
+    """
+
+    def __init__(
+        self,
+        spec_paths: Iterable[str | Path] = (),
+        *,
+        builtin: bool = True,
+        use_env: bool = True,
+    ) -> None:
+        self._entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+        self._aliases: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        self.problems: list[str] = []
+        """One line per user spec file that was skipped, and why."""
+        if builtin:
+            for folder in builtin_spec_dirs():
+                for path in _spec_files(folder):
+                    self._add(load_spec_file(path), path, builtin=True)
+            self._check_references(builtin_only=True)
+        user_folders: list[Path] = []
+        if use_env:
+            user_folders += [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+        user_folders += [Path(p) for p in spec_paths]
+        for folder in user_folders:
+            self._load_user_folder(folder)
+        self._check_references(builtin_only=False)
+        self._index_aliases()
+
+    # -- building -------------------------------------------------------------------------------
+    def _problem(self, message: str) -> None:
+        self.problems.append(message)
+        warnings.warn(f"skipped: {message}", SpecWarning, stacklevel=3)
+
+    def _load_user_folder(self, folder: Path) -> None:
+        if not folder.is_dir():
+            self._problem(f"{folder}: spec folder does not exist")
+            return
+        for path in _spec_files(folder):
+            try:
+                spec = load_spec_file(path)
+            except SpecError as error:
+                self._problem(str(error))
+                continue
+            self._add(spec, path, builtin=False)
+
+    def _add(self, spec: Spec, path: Path | None, *, builtin: bool) -> None:
+        kind = _kind_of(spec)
+        key = normalize_name(spec.name)
+        previous = self._entries[kind].get(key)
+        if previous is not None:
+            if builtin and previous.builtin:
+                raise SpecError(f"duplicate {kind} name {spec.name!r} (also in {previous.path})",
+                                path, "name")
+            warnings.warn(
+                f"{path}: {kind} {spec.name!r} overrides the one from {previous.path}",
+                SpecWarning,
+                stacklevel=3,
+            )
+        self._entries[kind][key] = Entry(spec, path, builtin)
+
+    def _check_references(self, *, builtin_only: bool) -> None:
+        def refs(spec: Spec) -> list[tuple[str, SpecKind, str]]:
+            tier_refs: list[tuple[str, SpecKind, str]]
+            if isinstance(spec, Accelerator):
+                return [("host_link", "link", spec.host_link)]
+            if isinstance(spec, System):
+                tier_refs = [(f"tiers[{i}].link", "link", t.link) for i, t in enumerate(spec.tiers)]
+                return [
+                    ("accelerator", "accelerator", spec.accelerator),
+                    ("host_link", "link", spec.host_link),
+                    *tier_refs,
+                ]
+            return []
+
+        for kind in ("accelerator", "system"):
+            for key, entry in list(self._entries[kind].items()):
+                if builtin_only != entry.builtin:
+                    continue
+                for field, ref_kind, ref in refs(entry.spec):
+                    if self._find(ref_kind, ref) is None:
+                        error = SpecError(f"no {ref_kind} named {ref!r}", entry.path, field)
+                        if entry.builtin:
+                            raise error
+                        self._problem(str(error))
+                        del self._entries[kind][key]
+                        break
+
+    def _index_aliases(self) -> None:
+        for kind in KINDS:
+            aliases: dict[str, str] = {}
+            for key, entry in self._entries[kind].items():
+                for alias in entry.spec.aliases:
+                    alias_key = normalize_name(alias)
+                    if alias_key in self._entries[kind] and alias_key != key:
+                        warnings.warn(
+                            f"{entry.path}: alias {alias!r} is the name of another {kind}; "
+                            "the name wins",
+                            SpecWarning,
+                            stacklevel=3,
+                        )
+                        continue
+                    aliases[alias_key] = key
+            self._aliases[kind] = aliases
+
+    def _find(self, kind: str, name: str) -> Entry | None:
+        key = normalize_name(name)
+        entries = self._entries[kind]
+        if key in entries:
+            return entries[key]
+        target = self._aliases[kind].get(key)
+        return None if target is None else entries[target]
+
+    # -- lookup -----------------------------------------------------------------------------------
+    def entry(self, kind: SpecKind, name: str) -> Entry:
+        """The entry for ``name`` (or an alias); :class:`UnknownNameError` lists close names."""
+        if kind not in self._entries:
+            raise SpecError(f"unknown spec kind {kind!r} (expected one of {', '.join(KINDS)})")
+        found = self._find(kind, name)
+        if found is None:
+            names = [e.spec.name for e in self._entries[kind].values()]
+            by_key = {normalize_name(n): n for n in names}
+            for alias, key in self._aliases[kind].items():
+                by_key[alias] = self._entries[kind][key].spec.name
+            close = difflib.get_close_matches(normalize_name(name), list(by_key), n=4, cutoff=0.5)
+            suggestions = list(dict.fromkeys(by_key[c] for c in close))
+            if not suggestions:
+                suggestions = [n for n in names if normalize_name(name) in normalize_name(n)][:4]
+            raise UnknownNameError(kind, name, suggestions)
+        return found
+
+    @overload
+    def get(self, kind: Literal["accelerator"], name: str) -> Accelerator: ...
+    @overload
+    def get(self, kind: Literal["link"], name: str) -> Link: ...
+    @overload
+    def get(self, kind: Literal["system"], name: str) -> System: ...
+    @overload
+    def get(self, kind: Literal["model"], name: str) -> ModelSpec: ...
+    @overload
+    def get(self, kind: SpecKind, name: str) -> Spec: ...
+    def get(self, kind: SpecKind, name: str) -> Spec:
+        """The spec of ``kind`` called ``name`` (or an alias)."""
+        return self.entry(kind, name).spec
+
+    def accelerator(self, name: str) -> Accelerator:
+        return self.get("accelerator", name)
+
+    def link(self, name: str) -> Link:
+        return self.get("link", name)
+
+    def system(self, name: str) -> System:
+        return self.get("system", name)
+
+    def model(self, name: str) -> ModelSpec:
+        return self.get("model", name)
+
+    def all(self, kind: SpecKind) -> list[Spec]:
+        """Every spec of ``kind``, sorted by name."""
+        return [e.spec for e in self.entries(kind)]
+
+    def entries(self, kind: SpecKind) -> list[Entry]:
+        """Every entry of ``kind``, sorted by name."""
+        return sorted(self._entries[kind].values(), key=lambda e: normalize_name(e.spec.name))
+
+    def names(self, kind: SpecKind) -> list[str]:
+        """The names of every spec of ``kind``, sorted."""
+        return [e.spec.name for e in self.entries(kind)]
+
+
+def _kind_of(spec: Spec) -> SpecKind:
+    for kind, cls in SPEC_TYPES.items():
+        if isinstance(spec, cls):
+            return kind  # type: ignore[return-value]
+    raise TypeError(f"not a spec: {type(spec).__name__}")
+
+
+@lru_cache(maxsize=1)
+def _cached_default(env: str) -> Registry:
+    return Registry()
+
+
+def default_registry() -> Registry:
+    """The registry of built-in specs plus ``KVROOF_SPEC_PATH`` (rebuilt when it changes)."""
+    return _cached_default(os.environ.get(ENV_VAR, ""))

@@ -1,0 +1,72 @@
+"""KV bytes per token against ../shared/docs/facts.md table B3 (exact, bf16), and the scaling
+by KV dtype and sliding windows (hand derivations written next to each case)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer
+from kvroof.errors import KvroofError
+from kvroof.specs.registry import Registry
+
+# name: (bytes per token in bf16, derivation) -- facts.md B3
+B3 = {
+    "qwen3-235b-a22b": (192_512, "94 layers x 2 (K,V) x 4 kv heads x 128 x 2 B"),
+    "qwen3-30b-a3b": (98_304, "48 x 2 x 4 x 128 x 2"),
+    "qwen3-32b": (262_144, "64 x 2 x 8 x 128 x 2"),
+    "deepseek-v3": (70_272, "61 layers x (512 latent + 64 rope) x 2 B, no factor 2"),
+    "deepseek-v2-lite": (31_104, "27 x (512 + 64) x 2"),
+    "kimi-k2": (70_272, "61 x (512 + 64) x 2; 64 heads do not change the latent"),
+    "llama-3.1-8b": (131_072, "32 x 2 x 8 x 128 x 2"),
+    "llama-3.1-70b": (327_680, "80 x 2 x 8 x 128 x 2 (Mooncake FAST'25: 320 KB)"),
+    "llama-3.1-405b": (516_096, "126 x 2 x 8 x 128 x 2 (DeepSeek Insights Table 1: 516.096 KB)"),
+    "mixtral-8x7b": (131_072, "32 x 2 x 8 x 128 x 2"),
+    "gpt-oss-120b": (36_864, "18 full layers x 2 x 8 x 64 x 2; sliding layers bounded"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(B3))
+def test_bf16_bytes_per_token_match_b3(registry: Registry, name: str) -> None:
+    expected, _derivation = B3[name]
+    assert kv_bytes_per_token(registry.model(name), "bf16") == expected
+
+
+def test_every_registry_model_is_in_b3(registry: Registry) -> None:
+    assert set(registry.names("model")) == set(B3)
+
+
+@pytest.mark.parametrize(("dtype", "factor"), [("fp16", 1.0), ("fp8", 0.5), ("int8", 0.5),
+                                                ("int4", 0.25), ("fp4", 0.25)])
+def test_kv_dtype_scales_bytes(registry: Registry, dtype: str, factor: float) -> None:
+    model = registry.model("llama-3.1-70b")
+    assert kv_bytes_per_token(model, dtype) == 327_680 * factor
+
+
+def test_unknown_kv_dtype(registry: Registry) -> None:
+    with pytest.raises(KvroofError, match="unknown dtype 'fp7'"):
+        kv_bytes_per_token(registry.model("llama-3.1-8b"), "fp7")
+
+
+def test_sliding_window_bytes_are_bounded(registry: Registry) -> None:
+    model = registry.model("gpt-oss-120b")
+    per_layer = kv_bytes_per_token_per_layer(model)  # 2 x 8 x 64 x 2 = 2048 B
+    assert per_layer == 2048
+    # K <= 128: all 36 layers hold every token.
+    assert kv_bytes(model, 100) == 36 * 2048 * 100
+    # K > 128: 18 full layers hold K tokens, 18 sliding layers hold 128 each.
+    # facts.md B3: 18 x 128 x 2048 = 4,718,592 B per sequence for the sliding layers.
+    assert kv_bytes(model, 65_536) == 18 * 2048 * 65_536 + 4_718_592
+
+
+def test_kv_bytes_broadcasts(registry: Registry) -> None:
+    model = registry.model("gpt-oss-120b")
+    ks = np.array([[0, 64], [128, 10_000]])
+    expected = np.array([[kv_bytes(model, int(k)) for k in row] for row in ks])
+    np.testing.assert_array_equal(kv_bytes(model, ks), expected)
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), "many"])
+def test_bad_token_counts(registry: Registry, bad: object) -> None:
+    with pytest.raises(KvroofError, match="cached_tokens"):
+        kv_bytes(registry.model("llama-3.1-8b"), bad)  # type: ignore[arg-type]

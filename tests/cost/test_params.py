@@ -1,0 +1,135 @@
+"""Parameter counts against the publishers' figures (../shared/docs/facts.md table B2).
+
+One convention for every model (see kvroof.cost.params). Where a publisher rounds or counts a
+different set of weights, the case says how and checks exactly that, never a bent convention.
+The computed values themselves agree with the independent computation in facts.md B2
+(e.g. Qwen3-235B-A22B 235.09B / 22.19B, DeepSeek-V3 671.03B / 37.55B / 36.62B w/o embedding).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvroof.cost.params import ParamCounts, param_counts
+from kvroof.specs.model import DenseFFN, GQAAttention, ModelSpec, MoEFFN
+from kvroof.specs.registry import Registry
+
+
+def rel(a: float, b: float) -> float:
+    return abs(a - b) / b
+
+
+# (model, published total, tolerance) -- the publisher counts every weight like we do.
+TOTALS = [
+    ("qwen3-235b-a22b", 235e9, 0.01),
+    ("qwen3-30b-a3b", 30.5e9, 0.01),
+    ("qwen3-32b", 32.8e9, 0.01),
+    ("deepseek-v3", 671e9, 0.01),  # main model; the 14B MTP module is not counted by either side
+    ("deepseek-v2-lite", 15.7e9, 0.01),  # DeepSeek-V2 paper; the README's "16B" is rounded
+    ("llama-3.1-8b", 8e9, 0.01),
+    ("llama-3.1-70b", 70e9, 0.01),
+    ("llama-3.1-405b", 405e9, 0.01),
+    ("mixtral-8x7b", 46.7e9, 0.01),
+    ("gpt-oss-120b", 116.8e9, 0.01),
+    # Moonshot prints "1T": one significant figure, so anything in [0.95T, 1.05T) prints as 1T.
+    ("kimi-k2", 1e12, 0.05),
+]
+
+
+@pytest.mark.parametrize(("name", "published", "tolerance"), TOTALS)
+def test_total_matches_published(
+    registry: Registry, name: str, published: float, tolerance: float
+) -> None:
+    model = registry.model(name)
+    assert rel(param_counts(model).total, published) < tolerance
+    assert model.published is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "published"),
+    [("qwen3-235b-a22b", 22e9), ("mixtral-8x7b", 12.9e9), ("llama-3.1-70b", 70e9)],
+)
+def test_active_matches_published_within_1_percent(
+    registry: Registry, name: str, published: float
+) -> None:
+    assert rel(param_counts(registry.model(name)).active, published) < 0.01
+
+
+@pytest.mark.parametrize(
+    ("name", "published", "why"),
+    [
+        # DeepSeek's README_WEIGHTS: "36.6B activated incl. 0.9B output head" -- the embedding
+        # is left out (the headline 37B rounds this up). We compute 36.63B without it.
+        ("deepseek-v3", 36.6e9, "README_WEIGHTS leaves the embedding out"),
+        # gpt-oss README: 5.1B active, embeddings not counted; we compute 5.13B without them.
+        ("gpt-oss-120b", 5.1e9, "OpenAI leaves the embedding out"),
+        # Kimi-K2 has DeepSeek-V3's shape and Moonshot counts like DeepSeek: 31.69B without the
+        # embedding rounds to 32B; with it (32.86B) it would print as 33B.
+        ("kimi-k2", 32e9, "Moonshot counts like DeepSeek (no embedding)"),
+    ],
+)
+def test_active_without_embedding_matches_published(
+    registry: Registry, name: str, published: float, why: str
+) -> None:
+    counts = param_counts(registry.model(name))
+    assert rel(counts.active_without_embedding, published) < 0.01, why
+    assert counts.active > counts.active_without_embedding
+
+
+@pytest.mark.parametrize(
+    ("name", "published", "without_embedding"),
+    [
+        # Qwen3-30B-A3B card: "3.3B activated"; we compute 3.353B, which the card truncates to
+        # one decimal (rounding would give 3.4B). The check: 3.3B <= ours < 3.4B.
+        ("qwen3-30b-a3b", 3.3e9, False),
+        # DeepSeek-V2 paper: V2-Lite "2.4B activated", embedding left out as for V3; we compute
+        # 2.451B without it, truncated to 2.4B. The check: 2.4B <= ours < 2.5B.
+        ("deepseek-v2-lite", 2.4e9, True),
+    ],
+)
+def test_active_truncated_by_publisher(
+    registry: Registry, name: str, published: float, without_embedding: bool
+) -> None:
+    counts = param_counts(registry.model(name))
+    ours = counts.active_without_embedding if without_embedding else counts.active
+    assert published <= ours < published + 0.1e9
+
+
+def test_qwen_non_embedding_totals(registry: Registry) -> None:
+    """Qwen cards also print non-embedding totals (no embedding, no LM head): 234B, 29.9B, 31.2B."""
+    for name, published in [("qwen3-235b-a22b", 234e9), ("qwen3-30b-a3b", 29.9e9),
+                            ("qwen3-32b", 31.2e9)]:
+        counts = param_counts(registry.model(name))
+        assert rel(counts.total - counts.embedding - counts.lm_head, published) < 0.01
+
+
+def tiny(ffn: DenseFFN | MoEFFN, tie: bool = False) -> ModelSpec:
+    return ModelSpec(
+        name="tiny", num_layers=2, hidden_size=8, vocab_size=10, tie_word_embeddings=tie,
+        attention=GQAAttention(num_heads=4, num_kv_heads=2, head_dim=2), ffn=ffn,
+    )
+
+
+def test_tiny_dense_by_hand() -> None:
+    """d=8, 2 layers, vocab 10, 4 heads / 2 KV heads of dim 2, gated FFN of width 3.
+
+    embedding 10*8 = 80; head 80 (untied); attention per layer q 8*8 + k,v 2*(8*4) + o 8*8
+    = 192, x2 = 384; FFN 3*8*3 = 72 per layer, x2 = 144; norms (2*2+1)*8 = 40. Total 728.
+    """
+    counts = param_counts(tiny(DenseFFN(kind="dense", intermediate_size=3)))
+    assert counts == ParamCounts(80, 80, 384, 40, 144, 0, 0, 0, 0)
+    assert counts.total == counts.active == 728
+    assert param_counts(tiny(DenseFFN(kind="dense", intermediate_size=3), tie=True)).total == 648
+
+
+def test_tiny_moe_by_hand() -> None:
+    """4 experts of width 3, top-2, one shared expert of width 5, first layer dense (width 6).
+
+    MoE layer: router 8*4 = 32; routed 4 x 3*8*3 = 288 (active 2 x 72 = 144); shared 3*8*5 = 120.
+    Dense layer 3*8*6 = 144. Total = 80+80+384+40 + 144 + 32 + 120 + 288 = 1168; active 1024.
+    """
+    ffn = MoEFFN(kind="moe", num_experts=4, experts_per_token=2, expert_intermediate_size=3,
+                 num_shared_experts=1, shared_expert_intermediate_size=5, first_k_dense=1,
+                 dense_intermediate_size=6)
+    counts = param_counts(tiny(ffn))
+    assert (counts.total, counts.active) == (1168, 1024)

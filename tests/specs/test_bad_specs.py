@@ -1,0 +1,172 @@
+"""Bad spec files: each gives a one-line SpecError naming the file and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvroof.errors import SpecError
+from kvroof.specs.loader import load_spec_file
+
+GOOD_MODEL = """\
+spec: model
+name: tiny
+num_layers: 2
+hidden_size: 64
+vocab_size: 1000
+attention: {kind: gqa, num_heads: 8, num_kv_heads: 2, head_dim: 16}
+ffn: {kind: moe, num_experts: 4, experts_per_token: 2, expert_intermediate_size: 32}
+published: {total: 1M, active: 0.5M}
+sources: {default: written for this test}
+"""
+
+GOOD_ACCELERATOR = """\
+spec: accelerator
+name: toy-gpu
+vendor: test
+peak_compute: {bf16: 100 TFLOPS}
+hbm_capacity: 16 GB
+hbm_bandwidth: 1 TB/s
+tdp: 300 W
+host_link: pcie-gen4-x16
+sources: {default: written for this test}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def expect_error(path: Path, field: str, fragment: str) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        load_spec_file(path)
+    error = info.value
+    message = str(error)
+    assert "\n" not in message
+    assert str(path) in message
+    assert error.field == field, message
+    assert fragment in message, message
+    return error
+
+
+def test_good_files_load(tmp_path: Path) -> None:
+    assert load_spec_file(write(tmp_path, GOOD_MODEL)).name == "tiny"
+    accelerator = load_spec_file(write(tmp_path, GOOD_ACCELERATOR, "a.yaml"))
+    assert accelerator.name == "toy-gpu"
+
+
+def test_missing_field(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("hidden_size: 64\n", ""))
+    expect_error(path, "hidden_size", "missing field")
+
+
+def test_unknown_key(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL + "colour: blue\n")
+    expect_error(path, "colour", "unknown key")
+
+
+def test_unknown_nested_key(tmp_path: Path) -> None:
+    text = GOOD_MODEL.replace("head_dim: 16}", "head_dim: 16, rope: 3}")
+    expect_error(write(tmp_path, text), "attention.rope", "unknown key")
+
+
+def test_wrong_unit_kind(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("hbm_capacity: 16 GB", "hbm_capacity: 16 GB/s"))
+    expect_error(path, "hbm_capacity", "is a bandwidth, but a capacity is expected")
+
+
+def test_missing_unit(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("tdp: 300 W", "tdp: 300"))
+    expect_error(path, "tdp", "no unit")
+
+
+def test_unknown_unit_in_dict(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("100 TFLOPS", "100 TFLOPZ"))
+    expect_error(path, "peak_compute.bf16", "unknown unit 'TFLOPZ'")
+
+
+def test_unknown_dtype(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("{bf16:", "{bf17:"))
+    expect_error(path, "peak_compute.bf17", "")
+
+
+def test_negative_size(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("num_layers: 2", "num_layers: -2"))
+    expect_error(path, "num_layers", "greater than 0")
+
+
+def test_zero_quantity(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("1 TB/s", "0 TB/s"))
+    expect_error(path, "hbm_bandwidth", "must be positive")
+
+
+def test_heads_not_divisible(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("num_kv_heads: 2", "num_kv_heads: 3"))
+    expect_error(path, "attention", "num_heads (8) is not divisible by num_kv_heads (3)")
+
+
+def test_top_k_above_experts(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("experts_per_token: 2", "experts_per_token: 5"))
+    expect_error(path, "ffn", "experts_per_token (5) exceeds num_experts (4)")
+
+
+def test_unknown_attention_kind(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("kind: gqa", "kind: linear"))
+    expect_error(path, "attention", "linear")
+
+
+def test_malformed_yaml(tmp_path: Path) -> None:
+    path = write(tmp_path, "spec: model\nname: [unclosed\n")
+    error = expect_error(path, "", "malformed YAML at line")
+    assert "line 3" in str(error) or "line 2" in str(error)
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    expect_error(write(tmp_path, "- a\n- b\n"), "", "expected a mapping")
+
+
+def test_missing_spec_kind(tmp_path: Path) -> None:
+    expect_error(write(tmp_path, GOOD_MODEL.replace("spec: model\n", "")), "spec", "missing field")
+
+
+def test_unknown_spec_kind(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("spec: model", "spec: modle"))
+    expect_error(path, "spec", "unknown spec kind 'modle'")
+
+
+def test_number_without_source(tmp_path: Path) -> None:
+    text = GOOD_MODEL.replace("{default: written for this test}", "{num_layers: x}")
+    expect_error(write(tmp_path, text), "", "no source for hidden_size")
+
+
+def test_source_for_unknown_field(tmp_path: Path) -> None:
+    text = GOOD_MODEL.replace("{default: written for this test}", "{default: x, layerz: y}")
+    expect_error(write(tmp_path, text), "", "sources names layerz")
+
+
+def test_sustained_above_peak(tmp_path: Path) -> None:
+    text = """\
+spec: link
+name: odd
+kind: pcie
+peak_bandwidth: 10 GB/s
+sustained_bandwidth: 12 GB/s
+sources: {default: test}
+"""
+    expect_error(write(tmp_path, text), "", "exceeds peak_bandwidth")
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    expect_error(tmp_path / "absent.yaml", "", "cannot read")
+
+
+def test_python_construction_takes_si_floats() -> None:
+    from kvroof.specs.hardware import Link
+
+    link = Link(name="x", kind="pcie", peak_bandwidth=63e9, latency=2e-6)
+    assert link.peak_bandwidth == 63e9
+    with pytest.raises(ValueError, match="must be positive"):
+        Link(name="x", kind="pcie", peak_bandwidth=0.0)

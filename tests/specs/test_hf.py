@@ -1,0 +1,98 @@
+"""HuggingFace config import: every registry model round-trips, kinds come from fields, and bad
+configs give one-line errors naming the file and field."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvroof.errors import SpecError
+from kvroof.specs.hf import model_from_hf_config
+from kvroof.specs.registry import Registry, SpecWarning
+from tests.conftest import HF_CONFIGS
+
+CONFIGS = sorted(HF_CONFIGS.glob("*.json"))
+
+
+def load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((HF_CONFIGS / f"{name}.json").read_text())
+    return data
+
+
+def test_one_config_per_registry_model(registry: Registry) -> None:
+    assert {p.stem for p in CONFIGS} == set(registry.names("model"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_import_equals_registry_spec(registry: Registry, path: Path) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        imported = model_from_hf_config(path, name=path.stem)
+    assert imported.architecture() == registry.model(path.stem).architecture()
+    config = json.loads(path.read_text())
+    if "head_dim" not in config and "kv_lora_rank" not in config:
+        # Llama-3.1 and Mixtral configs leave head_dim out; the import says it used the default.
+        assert any("head_dim missing" in str(w.message) for w in caught)
+
+
+def test_kinds_come_from_fields_not_names() -> None:
+    """A Llama-class config that carries MoE fields is imported as MoE."""
+    config = load("llama-3.1-8b") | {"num_local_experts": 4, "num_experts_per_tok": 2,
+                                     "head_dim": 128}
+    spec = model_from_hf_config(config)
+    assert spec.ffn.kind == "moe"
+    assert spec.attention.kind == "gqa"
+
+
+def test_gpt_oss_sliding_layers() -> None:
+    spec = model_from_hf_config(HF_CONFIGS / "gpt-oss-120b.json")
+    assert spec.sliding_window is not None
+    assert (spec.sliding_window.size, spec.sliding_window.period, spec.sliding_window.offset) == (
+        128, 2, 0)
+    assert spec.num_sliding_layers == 18
+
+
+def test_directory_path_reads_config_json(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(load("qwen3-32b")))
+    assert model_from_hf_config(tmp_path).num_layers == 64
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "fragment"),
+    [
+        ({"architectures": ["BertModel"]}, "architectures", "unsupported architecture 'BertModel'"),
+        ({"architectures": None}, "architectures", "missing field"),
+        ({"num_hidden_layers": None}, "num_hidden_layers", "missing field"),
+        ({"hidden_size": "big"}, "hidden_size", "expected an integer"),
+        ({"num_key_value_heads": 3}, "attention", "not divisible"),
+        ({"mlp_only_layers": [3]}, "mlp_only_layers", "not supported"),
+    ],
+)
+def test_bad_configs(tmp_path: Path, change: dict[str, Any], field: str, fragment: str) -> None:
+    config = load("qwen3-30b-a3b") | change
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(SpecError) as info:
+        model_from_hf_config(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(path) in message
+    assert info.value.field == field, message
+    assert fragment in message
+
+
+def test_invalid_json(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text("{not json")
+    with pytest.raises(SpecError, match="not valid JSON"):
+        model_from_hf_config(path)
+
+
+def test_head_dim_default_warns() -> None:
+    config = load("mixtral-8x7b")
+    with pytest.warns(SpecWarning, match="head_dim missing; using 128"):
+        model_from_hf_config(config)

@@ -1,0 +1,99 @@
+"""Registries: built-ins, user folders, KVROOF_SPEC_PATH, overrides, aliases, suggestions."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kvroof.errors import UnknownNameError
+from kvroof.specs.registry import ENV_VAR, Registry, SpecWarning, default_registry
+
+USER_GPU = """\
+spec: accelerator
+name: {name}
+display_name: {display}
+vendor: me
+aliases: [{alias}]
+peak_compute: {{bf16: 123 TFLOPS}}
+hbm_capacity: 24 GB
+hbm_bandwidth: 1 TB/s
+tdp: 300 W
+host_link: pcie-gen4-x16
+sources: {{default: my own measurements}}
+"""
+
+
+def user_folder(tmp_path: Path, name: str = "my-gpu", display: str = "Mine",
+                alias: str = "mygpu") -> Path:
+    folder = tmp_path / "specs"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.yaml").write_text(USER_GPU.format(name=name, display=display, alias=alias))
+    return folder
+
+
+def test_lookup_is_case_insensitive_and_accepts_aliases(registry: Registry) -> None:
+    by_name = registry.model("qwen3-235b-a22b")
+    assert registry.model("QWEN3-235B-A22B") is by_name
+    assert registry.model("Qwen/Qwen3-235B-A22B") is by_name
+    assert registry.model("qwen3_235b_a22b") is by_name
+
+
+def test_unknown_name_lists_close_names(registry: Registry) -> None:
+    with pytest.raises(UnknownNameError) as info:
+        registry.model("qwen3-235b-a23b")
+    assert "qwen3-235b-a22b" in info.value.suggestions
+    assert "\n" not in str(info.value)
+
+
+def test_user_folder_adds_specs(tmp_path: Path) -> None:
+    registry = Registry([user_folder(tmp_path)], use_env=False)
+    assert registry.accelerator("MYGPU").peak_compute["bf16"] == 123e12
+    assert "h100-sxm" in registry.names("accelerator")  # built-ins stay
+
+
+def test_env_var_adds_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    monkeypatch.setenv(ENV_VAR, os.pathsep.join([str(user_folder(tmp_path)), str(other)]))
+    assert default_registry().accelerator("my-gpu").vendor == "me"
+    monkeypatch.delenv(ENV_VAR)
+    assert "my-gpu" not in default_registry().names("accelerator")
+
+
+def test_user_spec_overrides_builtin_with_warning(tmp_path: Path) -> None:
+    folder = user_folder(tmp_path, name="h100-sxm", display="My H100", alias="my-h100")
+    with pytest.warns(SpecWarning, match="overrides"):
+        registry = Registry([folder], use_env=False)
+    entry = registry.entry("accelerator", "h100-sxm")
+    assert entry.spec.display_name == "My H100"
+    assert not entry.builtin
+
+
+def test_broken_user_folder_does_not_hide_builtins(tmp_path: Path) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "bad.yaml").write_text("spec: model\nname: [unclosed\n")
+    (folder / "dangling.yaml").write_text(
+        USER_GPU.format(name="ghost", display="G", alias="g").replace("pcie-gen4-x16", "nope")
+    )
+    with pytest.warns(SpecWarning, match="skipped"):
+        registry = Registry([folder, tmp_path / "missing"], use_env=False)
+    assert len(registry.problems) == 3
+    assert any("malformed YAML" in p for p in registry.problems)
+    assert any("host_link: no link named 'nope'" in p for p in registry.problems)
+    assert any("does not exist" in p for p in registry.problems)
+    assert "ghost" not in registry.names("accelerator")
+    assert len(registry.names("model")) == 11
+
+
+def test_registry_contents(registry: Registry) -> None:
+    assert len(registry.names("model")) == 11
+    assert {"a100-sxm", "a100-pcie", "h100-sxm", "h100-pcie", "h200", "gh200", "b200", "gb200",
+            "b300", "l40s", "mi300x", "mi325x", "mi355x", "gaudi3"} <= set(
+        registry.names("accelerator"))
+    assert {"pcie-gen3-x16", "pcie-gen4-x16", "pcie-gen5-x16", "pcie-gen6-x16", "nvlink-c2c",
+            "cxl2-x8-expander", "nvme-gen4-x4", "nvme-gen5-x4", "rdma-400g"} <= set(
+        registry.names("link"))
+    assert len(registry.names("system")) >= 7
