@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    # specs
     "Accelerator": "kvroof.specs.hardware",
     "Link": "kvroof.specs.hardware",
     "System": "kvroof.specs.hardware",
@@ -33,52 +32,113 @@ _EXPORTS: dict[str, str] = {
     "get_accelerator": "kvroof.lookup",
     "get_link": "kvroof.lookup",
     "get_system": "kvroof.lookup",
-    # errors and units
     "KvroofError": "kvroof.errors",
     "SpecError": "kvroof.errors",
     "UnknownNameError": "kvroof.errors",
     "UnitError": "kvroof.units",
     "parse_quantity": "kvroof.units",
-    # cost model
     "ParamCounts": "kvroof.cost.params",
     "param_counts": "kvroof.cost.params",
     "kv_bytes": "kvroof.cost.kv",
     "kv_bytes_per_token": "kvroof.cost.kv",
     "kv_bytes_per_token_per_layer": "kvroof.cost.kv",
+    "Deployment": "kvroof.cost.deployment",
+    "Granularity": "kvroof.cost.deployment",
+    "deployment": "kvroof.cost.deployment",
+    "PrefillFlops": "kvroof.cost.flops",
+    "prefill_flops": "kvroof.cost.flops",
+    "decode_flops": "kvroof.cost.flops",
+    "attention_pairs": "kvroof.cost.flops",
+    "KappaResult": "kvroof.cost.kappa",
+    "PaperKappa": "kvroof.cost.kappa",
+    "SolveResult": "kvroof.cost.kappa",
+    "kappa_crit": "kvroof.cost.kappa",
+    "kappa_paper": "kvroof.cost.kappa",
+    "kappa_paper_for": "kvroof.cost.kappa",
+    "max_new_tokens_for_crossover": "kvroof.cost.kappa",
+    "required_bandwidth": "kvroof.cost.kappa",
+    "transfer_bound_compute": "kvroof.cost.kappa",
+    "TTFTResult": "kvroof.cost.timing",
+    "ttft": "kvroof.cost.timing",
+    "ttft_batch": "kvroof.cost.timing",
+    "compute_time": "kvroof.cost.timing",
+    "allreduce_time": "kvroof.cost.timing",
+    "transfer_time": "kvroof.cost.transfer",
+    "transfer_breakdown": "kvroof.cost.transfer",
+    "kv_bytes_per_rank": "kvroof.cost.transfer",
 }
 
 __all__ = [
     "Accelerator",
+    "Deployment",
+    "Granularity",
     "HostMemory",
+    "KappaResult",
     "KvroofError",
     "Link",
     "ModelSpec",
+    "PaperKappa",
     "ParamCounts",
+    "PrefillFlops",
     "Registry",
+    "SolveResult",
     "SpecError",
     "SpecWarning",
     "System",
+    "TTFTResult",
     "Tier",
     "UnitError",
     "UnknownNameError",
     "__version__",
+    "allreduce_time",
+    "attention_pairs",
+    "compute_time",
+    "decode_flops",
     "default_registry",
+    "deployment",
     "get_accelerator",
     "get_link",
     "get_model",
     "get_system",
+    "kappa_crit",
+    "kappa_paper",
+    "kappa_paper_for",
     "kv_bytes",
+    "kv_bytes_per_rank",
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_layer",
     "load_spec_file",
+    "max_new_tokens_for_crossover",
     "model_from_hf_config",
     "param_counts",
     "parse_quantity",
+    "prefill_flops",
+    "required_bandwidth",
+    "transfer_bound_compute",
+    "transfer_breakdown",
+    "transfer_time",
+    "ttft",
+    "ttft_batch",
 ]
 
 if TYPE_CHECKING:
+    from kvroof.cost.deployment import Deployment, Granularity, deployment
+    from kvroof.cost.flops import PrefillFlops, attention_pairs, decode_flops, prefill_flops
+    from kvroof.cost.kappa import (
+        KappaResult,
+        PaperKappa,
+        SolveResult,
+        kappa_crit,
+        kappa_paper,
+        kappa_paper_for,
+        max_new_tokens_for_crossover,
+        required_bandwidth,
+        transfer_bound_compute,
+    )
     from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer
     from kvroof.cost.params import ParamCounts, param_counts
+    from kvroof.cost.timing import TTFTResult, allreduce_time, compute_time, ttft, ttft_batch
+    from kvroof.cost.transfer import kv_bytes_per_rank, transfer_breakdown, transfer_time
     from kvroof.errors import KvroofError, SpecError, UnknownNameError
     from kvroof.lookup import get_accelerator, get_link, get_model, get_system
     from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier

@@ -7,9 +7,10 @@ import argparse
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from kvroof import __version__
+from kvroof.cli import cost as cost_commands
 from kvroof.cli import specs as specs_commands
 from kvroof.cli.common import CommandError
 from kvroof.errors import KvroofError
@@ -17,8 +18,15 @@ from kvroof.errors import KvroofError
 __all__ = ["build_parser", "main"]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"kvroof: error: {self.prog.removeprefix('kvroof ')}: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="kvroof",
         description="Is prefill with offloaded KV cache limited by GPU compute or by the link?",
     )
@@ -32,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     specs_commands.register(commands)
+    cost_commands.register(commands)
     return parser
 
 

@@ -1,0 +1,124 @@
+"""Flags that describe a deployment (model, hardware, settings), shared by every command that
+evaluates the cost model, and their translation into :func:`kvroof.cost.deployment`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kvroof.cli.common import registry_from_args
+from kvroof.cost.deployment import COPY_LAYOUTS, Deployment, Granularity, deployment
+from kvroof.cost.flops import MLA_MODES
+from kvroof.errors import KvroofError
+from kvroof.specs.base import DTYPE_BYTES
+from kvroof.units import Kind, UnitError, parse_quantity
+
+__all__ = ["add_deployment_flags", "deployment_from_args", "quantity_flag"]
+
+
+def add_deployment_flags(parser: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+    """Add --model, --accelerator/--link or --system, and every cost-model setting."""
+    parser.add_argument("--model", required=model_required, help="model name, alias or HF id")
+    where = parser.add_argument_group("hardware (give --system, or --accelerator [--link])")
+    where.add_argument("--system", help="a system from `kvroof list systems`")
+    where.add_argument("--accelerator", help="an accelerator from `kvroof list accelerators`")
+    where.add_argument("--link", help="host link (default: the system's or accelerator's)")
+    tune = parser.add_argument_group("cost-model settings")
+    tune.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    tune.add_argument("--compute-dtype", default="bf16", choices=sorted(DTYPE_BYTES),
+                      help="dtype whose dense peak sets compute (default bf16)")
+    tune.add_argument("--kv-dtype", default="bf16", choices=sorted(DTYPE_BYTES),
+                      help="dtype of the KV cache (default bf16)")
+    tune.add_argument("--mla", default="expanded", choices=MLA_MODES,
+                      help="MLA prefill: expanded (vLLM/SGLang) or absorbed (default expanded)")
+    tune.add_argument("--compute", metavar="FLOPS",
+                      help='per-GPU peak compute override, e.g. "2000 TFLOPS"')
+    tune.add_argument("--compute-efficiency", type=float, default=1.0, metavar="F",
+                      help="fraction of peak compute achieved, in (0, 1] (default 1)")
+    tune.add_argument("--bandwidth", metavar="BW",
+                      help='per-GPU host-link bandwidth override, e.g. "15 GB/s"')
+    tune.add_argument("--bandwidth-source", default="peak", choices=("peak", "sustained"),
+                      help="link bandwidth: peak or published sustained (default peak)")
+    tune.add_argument("--link-efficiency", type=float, default=1.0, metavar="F",
+                      help="fraction of link bandwidth achieved, in (0, 1] (default 1)")
+    tune.add_argument("--latency", metavar="TIME",
+                      help='per-copy latency override, e.g. "2 us" (default: the link\'s)')
+    tune.add_argument("--block-tokens", type=int, default=256, metavar="N",
+                      help="tokens per transferred block; 0 = a request is one block "
+                           "(default 256)")
+    tune.add_argument("--copy-layout", default="per-layer", choices=COPY_LAYOUTS,
+                      help="copies per block (default per-layer)")
+    tune.add_argument("--gpus-loading", type=int, metavar="N",
+                      help="GPUs loading KV at once (default: all GPUs of the system)")
+    tune.add_argument("--allreduce", action="store_true",
+                      help="add TP all-reduce time over the scale-up link")
+    tune.add_argument("--tier", action="append", default=[], metavar="NAME=FRACTION",
+                      help="share of cached tokens on a system tier (repeatable)")
+
+
+def quantity_flag(flag: str, text: str | None, kind: Kind) -> float | None:
+    """Parse a flag value with units into SI; errors name the flag."""
+    if text is None:
+        return None
+    try:
+        return parse_quantity(text, kind)
+    except UnitError as error:
+        raise KvroofError(f"{flag}: {error}") from None
+
+
+def _tiers(values: list[str]) -> dict[str, float]:
+    tiers: dict[str, float] = {}
+    for value in values:
+        name, sep, fraction = value.partition("=")
+        try:
+            tiers[name] = float(fraction)
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise KvroofError(f"--tier: expected NAME=FRACTION, got {value!r}")
+    return tiers
+
+
+def deployment_from_args(args: argparse.Namespace, model: str | None = None) -> Deployment:
+    """The deployment the flags describe."""
+    if args.system is None and args.accelerator is None:
+        raise KvroofError("give --system or --accelerator")
+    if args.system is not None and args.accelerator is not None:
+        raise KvroofError("give --system or --accelerator, not both")
+    if args.block_tokens < 0:
+        raise KvroofError(f"--block-tokens: expected 0 or a positive integer, got "
+                          f"{args.block_tokens}")
+    settings: dict[str, Any] = {
+        "tp": args.tp,
+        "compute_dtype": args.compute_dtype,
+        "kv_dtype": args.kv_dtype,
+        "mla_mode": args.mla,
+        "compute": quantity_flag("--compute", args.compute, Kind.COMPUTE),
+        "compute_efficiency": args.compute_efficiency,
+        "bandwidth": quantity_flag("--bandwidth", args.bandwidth, Kind.BANDWIDTH),
+        "bandwidth_source": args.bandwidth_source,
+        "link_efficiency": args.link_efficiency,
+        "latency": quantity_flag("--latency", args.latency, Kind.TIME),
+        "granularity": Granularity(args.block_tokens or None, args.copy_layout),
+        "gpus_loading": args.gpus_loading,
+        "allreduce": args.allreduce,
+        "tier_fractions": _tiers(args.tier),
+    }
+    flag_names = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
+                  "link_efficiency": "--link-efficiency", "gpus_loading": "--gpus-loading",
+                  "tier_fractions": "--tier", "compute_dtype": "--compute-dtype"}
+    try:
+        return deployment(
+            model or args.model,
+            system=args.system,
+            accelerator=args.accelerator,
+            link=args.link,
+            registry=registry_from_args(args),
+            **settings,
+        )
+    except KvroofError as error:
+        message = str(error)
+        field = message.split(":", 1)[0]
+        if field in flag_names:
+            raise KvroofError(flag_names[field] + message[len(field):]) from None
+        raise
