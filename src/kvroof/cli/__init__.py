@@ -11,6 +11,8 @@ from typing import Any, NoReturn, TextIO
 
 from kvroof import __version__
 from kvroof.cli import cost as cost_commands
+from kvroof.cli import plot as plot_commands
+from kvroof.cli import report as report_commands
 from kvroof.cli import specs as specs_commands
 from kvroof.cli.common import CommandError
 from kvroof.errors import KvroofError
@@ -41,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     specs_commands.register(commands)
     cost_commands.register(commands)
+    plot_commands.register(commands)
+    report_commands.register(commands)
     return parser
 
 

@@ -13,12 +13,25 @@ from kvroof.errors import KvroofError
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.units import Kind, UnitError, parse_quantity
 
-__all__ = ["add_deployment_flags", "deployment_from_args", "quantity_flag"]
+__all__ = [
+    "add_deployment_flags",
+    "deployment_from_args",
+    "flag_error",
+    "quantity_flag",
+    "settings_from_args",
+]
 
 
-def add_deployment_flags(parser: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+def add_deployment_flags(
+    parser: argparse.ArgumentParser, *, model_required: bool = True, many_models: bool = False
+) -> None:
     """Add --model, --accelerator/--link or --system, and every cost-model setting."""
-    parser.add_argument("--model", required=model_required, help="model name, alias or HF id")
+    if many_models:
+        parser.add_argument("--model", action="append", default=[],
+                            help="model name, alias or HF id (repeatable)")
+    else:
+        parser.add_argument("--model", required=model_required,
+                            help="model name, alias or HF id")
     where = parser.add_argument_group("hardware (give --system, or --accelerator [--link])")
     where.add_argument("--system", help="a system from `kvroof list systems`")
     where.add_argument("--accelerator", help="an accelerator from `kvroof list accelerators`")
@@ -79,16 +92,12 @@ def _tiers(values: list[str]) -> dict[str, float]:
     return tiers
 
 
-def deployment_from_args(args: argparse.Namespace, model: str | None = None) -> Deployment:
-    """The deployment the flags describe."""
-    if args.system is None and args.accelerator is None:
-        raise KvroofError("give --system or --accelerator")
-    if args.system is not None and args.accelerator is not None:
-        raise KvroofError("give --system or --accelerator, not both")
+def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The cost-model settings the flags give (everything but model and hardware)."""
     if args.block_tokens < 0:
         raise KvroofError(f"--block-tokens: expected 0 or a positive integer, got "
                           f"{args.block_tokens}")
-    settings: dict[str, Any] = {
+    return {
         "tp": args.tp,
         "compute_dtype": args.compute_dtype,
         "kv_dtype": args.kv_dtype,
@@ -104,9 +113,31 @@ def deployment_from_args(args: argparse.Namespace, model: str | None = None) -> 
         "allreduce": args.allreduce,
         "tier_fractions": _tiers(args.tier),
     }
-    flag_names = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
-                  "link_efficiency": "--link-efficiency", "gpus_loading": "--gpus-loading",
-                  "tier_fractions": "--tier", "compute_dtype": "--compute-dtype"}
+
+
+_FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
+               "link_efficiency": "--link-efficiency", "gpus_loading": "--gpus-loading",
+               "tier_fractions": "--tier", "compute_dtype": "--compute-dtype"}
+
+
+def flag_error(error: KvroofError) -> KvroofError:
+    """The same error with a settings field name replaced by its flag."""
+    message = str(error)
+    field = message.split(":", 1)[0]
+    if field in _FLAG_NAMES:
+        return KvroofError(_FLAG_NAMES[field] + message[len(field):])
+    return error
+
+
+def deployment_from_args(
+    args: argparse.Namespace, model: str | None = None, **overrides: Any
+) -> Deployment:
+    """The deployment the flags describe (``overrides`` replace settings, e.g. ``tp``)."""
+    if args.system is None and args.accelerator is None:
+        raise KvroofError("give --system or --accelerator")
+    if args.system is not None and args.accelerator is not None:
+        raise KvroofError("give --system or --accelerator, not both")
+    settings = settings_from_args(args) | overrides
     try:
         return deployment(
             model or args.model,
@@ -117,8 +148,4 @@ def deployment_from_args(args: argparse.Namespace, model: str | None = None) -> 
             **settings,
         )
     except KvroofError as error:
-        message = str(error)
-        field = message.split(":", 1)[0]
-        if field in flag_names:
-            raise KvroofError(flag_names[field] + message[len(field):]) from None
-        raise
+        raise flag_error(error) from None

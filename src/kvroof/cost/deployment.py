@@ -267,6 +267,14 @@ class Deployment:
         return scalar_or_array(np.asarray(value, dtype=np.float64))
 
     @property
+    def short_label(self) -> str:
+        """Names only: model, system (or accelerator + link), TP."""
+        where = self.system.name if self.system is not None else (
+            f"{self.accelerator.name} + {self.link.name}"
+        )
+        return f"{self.model.name}, {where}, TP {self.tp}"
+
+    @property
     def label(self) -> str:
         """A short description: model, hardware, TP."""
         where = self.system.label if self.system is not None else (

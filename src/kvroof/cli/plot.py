@@ -1,0 +1,174 @@
+"""``kvroof plot KIND ... -o FILE``: one figure from the command line; options mirror the
+Python functions in :mod:`kvroof.plot` (matplotlib is imported only when a plot is drawn)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from kvroof.cli.common import CommandError, registry_from_args
+from kvroof.cli.deployment_flags import (
+    add_deployment_flags,
+    deployment_from_args,
+    flag_error,
+    settings_from_args,
+)
+from kvroof.cost.deployment import Deployment
+from kvroof.cost.timing import OVERLAP_MODES
+from kvroof.errors import KvroofError
+
+__all__ = ["register"]
+
+KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown")
+
+
+def _int_list(flag: str, text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise KvroofError(f"{flag}: expected integers separated by commas, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise KvroofError(f"{flag}: expected positive integers, got {text!r}")
+    return values
+
+
+def _float_list(flag: str, text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise KvroofError(f"{flag}: expected numbers separated by commas, got {text!r}") from None
+    if not values or any(not v > 0 for v in values):
+        raise KvroofError(f"{flag}: expected positive numbers, got {text!r}")
+    return values
+
+
+def register(commands: Any) -> None:
+    plot = commands.add_parser("plot", help="draw one figure to a PNG, SVG or PDF file")
+    kinds = plot.add_subparsers(dest="figure", metavar="FIGURE", required=True)
+
+    def figure_parser(name: str, help_text: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = kinds.add_parser(name, help=help_text)
+        add_deployment_flags(parser, many_models=True)
+        parser.add_argument("-o", "--output", required=True, metavar="FILE",
+                            help="output file: .png, .svg or .pdf")
+        parser.set_defaults(handler=run_plot)
+        return parser
+
+    roofline = figure_parser("roofline", "attainable compute against K/T (the paper's Fig. 4)")
+    roofline.add_argument("--hardware", action="append", default=[], metavar="ACC:LINK",
+                          help="an accelerator on a link (repeatable; default A100, H100, B200 "
+                               "on PCIe 4 and 5)")
+    roofline.add_argument("--mode", choices=("paper", "full"), default="full")
+    roofline.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+    roofline.add_argument("--y", choices=("flops", "tokens"), default="flops",
+                          help="y axis: FLOP/s or new tokens/s per GPU")
+    roofline.add_argument("--no-workloads", action="store_true",
+                          help="leave out the workload median markers")
+
+    ceilings = figure_parser("ceilings", "compute, HBM and host-link roofs with requests")
+    ceilings.add_argument("--requests", metavar="T:K,...",
+                          help="requests to place, e.g. 16:3200,128:1024 (default: a set)")
+
+    kappa_t = figure_parser("kappa-vs-t", "full-mode kappa_crit against new tokens T")
+    kappa_t.add_argument("--tps", default=None, metavar="N,N",
+                         help="TP degrees to compare (default: --tp)")
+
+    overhead = figure_parser("overhead", "transfer share or P_OH over K by T (Fig. 6)")
+    overhead.add_argument("--metric", choices=("transfer_share", "p_oh"),
+                          default="transfer_share")
+    overhead.add_argument("--overlap", choices=OVERLAP_MODES, default="serial")
+    overhead.add_argument("--cached", default="1024,2048,4096,8192,16384,32768,65536",
+                          metavar="K,K", help="cached tokens on the x axis")
+    overhead.add_argument("--new", default="64,128,256,512,1024,2048", metavar="T,T",
+                          help="new tokens on the y axis")
+
+    what_if = figure_parser("what-if", "kappa_crit against link bandwidth and KV format")
+    what_if.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+
+    breakdown = figure_parser("breakdown", "TTFT stacked by compute and exposed transfer")
+    breakdown.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+    breakdown.add_argument("--cached-tokens", type=float, default=16384.0, metavar="K")
+    breakdown.add_argument("--tps", default="1,8", metavar="N,N", help="TP degrees (default 1,8)")
+
+
+def _models(args: argparse.Namespace, default: list[str]) -> list[str]:
+    return list(args.model) or default
+
+
+def _deployments(args: argparse.Namespace, **overrides: Any) -> list[Deployment]:
+    return [deployment_from_args(args, model, **overrides)
+            for model in _models(args, ["qwen3-235b-a22b"])]
+
+
+def _output(args: argparse.Namespace) -> Path:
+    path = Path(args.output)
+    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise CommandError(f"-o: {path}: use a .png, .svg or .pdf file name")
+    if not path.parent.is_dir():
+        raise CommandError(f"-o: {path}: folder {path.parent} does not exist")
+    return path
+
+
+def _draw(args: argparse.Namespace) -> Any:
+    from kvroof import plot
+
+    if args.figure == "roofline":
+        pairs = []
+        for item in args.hardware:
+            accelerator, sep, link = item.partition(":")
+            if not sep or not accelerator or not link:
+                raise KvroofError(f"--hardware: expected ACCELERATOR:LINK, got {item!r}")
+            pairs.append((accelerator, link))
+        registry = registry_from_args(args)
+        if not pairs and args.accelerator:
+            accelerator = registry.accelerator(args.accelerator)
+            pairs = [(accelerator.name, args.link or accelerator.host_link)]
+        if not pairs and args.system:
+            system = registry.system(args.system)
+            pairs = [(system.accelerator, args.link or system.host_link)]
+        try:
+            return plot.offload_roofline_figure(
+                _models(args, ["qwen3-235b-a22b", "deepseek-v3"]),
+                pairs or plot.roofline.DEFAULT_HARDWARE,
+                mode=args.mode, new_tokens=args.new_tokens, y=args.y,
+                workload_medians=None if args.no_workloads else plot.roofline.WORKLOAD_MEDIANS,
+                registry=registry, **settings_from_args(args),
+            )
+        except KvroofError as error:
+            raise flag_error(error) from None
+    if args.figure == "ceilings":
+        dep = _deployments(args)[0]
+        if args.requests:
+            requests = []
+            for item in args.requests.split(","):
+                t, sep, k = item.partition(":")
+                try:
+                    requests.append((float(t), float(k)))
+                except ValueError:
+                    sep = ""
+                if not sep:
+                    raise KvroofError(f"--requests: expected T:K pairs, got {item!r}")
+            return plot.ceilings_figure(dep, requests)
+        return plot.ceilings_figure(dep)
+    if args.figure == "kappa-vs-t":
+        tps = _int_list("--tps", args.tps) if args.tps else [args.tp]
+        deps = [d for tp in tps for d in _deployments(args, tp=tp)]
+        return plot.kappa_vs_t_figure(deps)
+    if args.figure == "overhead":
+        return plot.overhead_figure(_deployments(args)[0], _float_list("--cached", args.cached),
+                                    _float_list("--new", args.new), args.metric, args.overlap)
+    if args.figure == "what-if":
+        return plot.what_if_figure(_deployments(args), args.new_tokens,
+                                   registry=registry_from_args(args))
+    return plot.ttft_breakdown_figure(_deployments(args)[0], args.new_tokens,
+                                      args.cached_tokens, _int_list("--tps", args.tps))
+
+
+def run_plot(args: argparse.Namespace) -> None:
+    from kvroof.plot.style import save_figure
+
+    path = _output(args)
+    figure = _draw(args)
+    save_figure(figure, path)
+    print(f"wrote {path}")

@@ -1,0 +1,40 @@
+"""``kvroof report [-o DIR] [--config FILE]``: the one-command report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kvroof.cli.common import registry_from_args
+
+__all__ = ["register"]
+
+
+def register(commands: Any) -> None:
+    report = commands.add_parser(
+        "report", help="write every figure, the paper's tables and the extensions to a folder",
+        description="Writes figures (PNG, and SVG/PDF if configured), report.md and a "
+                    "self-contained report.html into the output folder.",
+    )
+    report.add_argument("-o", "--output", default="kvroof-report", metavar="DIR",
+                        help="output folder (default kvroof-report; its parent must exist)")
+    report.add_argument("--config", metavar="FILE",
+                        help="YAML with models, hardware and settings (see docs/report.md)")
+    report.add_argument("--quiet", action="store_true", help="no progress lines")
+    report.set_defaults(handler=run_report)
+
+
+def run_report(args: argparse.Namespace) -> None:
+    from kvroof.report import ReportConfig, build_report, load_report_config
+
+    registry = registry_from_args(args)
+    config = load_report_config(args.config, registry) if args.config else ReportConfig()
+
+    def progress(message: str) -> None:
+        if not args.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    result = build_report(args.output, config, registry, progress)
+    print(f"wrote {result.html} and {result.markdown.name} with {len(result.figures)} figures "
+          f"and {len(result.tables)} tables in {result.seconds:.1f} s")

@@ -1,0 +1,64 @@
+"""kappa_crit against T (a phase diagram): full mode as a function of new tokens, the paper's
+constant for comparison, and the T beyond which prefill is never transfer-bound."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from kvroof.cost.deployment import Deployment
+from kvroof.cost.kappa import kappa_crit, kappa_paper_for, max_new_tokens_for_crossover
+from kvroof.plot.style import COMPUTE_SHADE, TRANSFER_SHADE, color, new_figure, source_line, style
+
+__all__ = ["kappa_vs_t_figure"]
+
+
+def kappa_vs_t_figure(
+    deployments: Sequence[Deployment],
+    t_range: tuple[float, float] = (1.0, 16384.0),
+    labels: Sequence[str] | None = None,
+) -> Figure:
+    """Full-mode kappa_crit(T) per deployment (solid), its paper-mode constant (dashed, ``gid``
+    ``"paper:<label>"``) and a shaded band from the largest T with a crossover (``gid``
+    ``"never:<label>"``). Above a curve prefill is transfer-bound; below, compute-bound."""
+    t = np.geomspace(*t_range, 300)
+    names = list(labels) if labels is not None else [
+        d.short_label for d in deployments
+    ]
+    with style():
+        fig, (ax,) = new_figure(width=7.0, height=4.6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        top = 1.0
+        for index, (dep, name) in enumerate(zip(deployments, names, strict=True)):
+            values = np.asarray(kappa_crit(dep, t).kappa_crit, dtype=float)
+            finite = np.isfinite(values)
+            ax.plot(t[finite], values[finite], color=color(index), linewidth=1.8, label=name,
+                    gid=f"full:{name}")
+            paper = float(kappa_paper_for(dep).kappa_crit)
+            ax.axhline(paper, color=color(index), linestyle="--", linewidth=1.0,
+                       gid=f"paper:{name}")
+            t_max = float(max_new_tokens_for_crossover(dep))
+            if t_max < t_range[1]:
+                ax.axvspan(max(t_max, t_range[0]), t_range[1], color=color(index), alpha=0.07,
+                           linewidth=0, gid=f"never:{name}")
+                if math.isfinite(t_max) and t_max > t_range[0]:
+                    ax.axvline(t_max, color=color(index), linestyle=":", linewidth=0.9)
+            top = max(top, paper, float(np.nanmax(values[finite])) if finite.any() else 1.0)
+        ax.set_xlim(*t_range)
+        ax.set_ylim(top=top * 3)
+        ax.set_xlabel("new tokens T per request (tokens)")
+        ax.set_ylabel("κ_crit = K* / T (cached tokens per new token)")
+        ax.set_title("Where prefill turns transfer-bound: κ_crit against T")
+        ax.text(0.02, 0.95, "above a curve: transfer-bound", transform=ax.transAxes,
+                fontsize=8, color=TRANSFER_SHADE, va="top")
+        ax.text(0.02, 0.89, "below: compute-bound", transform=ax.transAxes, fontsize=8,
+                color=COMPUTE_SHADE, va="top")
+        ax.legend(loc="upper right", frameon=False)
+        source_line(fig, "solid: full mode (attention, TP, latency, granularity); dashed: the "
+                         "paper's Eq. 6 for the same hardware; shaded: T where no K is "
+                         "transfer-bound")
+    return fig

@@ -1,0 +1,86 @@
+"""Shared look of kvroof figures: fonts, a colour-blind-safe palette, a source line, saving."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import matplotlib as mpl
+from matplotlib.figure import Figure
+
+from kvroof.errors import KvroofError
+
+__all__ = ["FORMATS", "PALETTE", "color", "new_figure", "save_figure", "source_line", "style"]
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision
+# deficiency. Black is left out (used for reference lines).
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442")
+COMPUTE_SHADE = "#009E73"
+TRANSFER_SHADE = "#D55E00"
+FORMATS = ("png", "svg", "pdf")
+
+_RC: dict[str, Any] = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "svg.fonttype": "none",
+}
+
+
+def color(index: int) -> str:
+    """The palette colour at ``index`` (cycling)."""
+    return PALETTE[index % len(PALETTE)]
+
+
+@contextmanager
+def style() -> Iterator[None]:
+    """kvroof's matplotlib settings, for the duration of a ``with`` block (figures are drawn
+    inside it, so fonts and grids follow it)."""
+    with mpl.rc_context(cast(Any, _RC)):
+        yield
+
+
+def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4,
+               height: float = 4.2) -> tuple[Figure, Any]:
+    """A figure with a grid of axes (a flat array). Not registered with pyplot, so it is freed
+    when dropped; call inside :func:`style`."""
+    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes.ravel()
+
+
+def source_line(fig: Figure, text: str) -> None:
+    """A small line at the foot of the figure saying what it shows (model, system, mode)."""
+    fig.text(0.005, 0.002, f"kvroof · {text}", fontsize=7, color="0.35", ha="left",
+             va="bottom")
+    fig.get_layout_engine().set(rect=(0, 0.035, 1, 0.965))  # type: ignore[union-attr, call-arg]
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Write ``fig`` as PNG, SVG or PDF (by the file's suffix); the folder must exist."""
+    target = Path(path)
+    kind = target.suffix.lstrip(".").lower()
+    if kind not in FORMATS:
+        raise KvroofError(f"{target}: unsupported figure format {target.suffix or '(none)'!r} "
+                          f"(use .png, .svg or .pdf)")
+    if not target.parent.is_dir():
+        raise KvroofError(f"{target}: folder {target.parent} does not exist")
+    try:
+        with style():
+            fig.savefig(target, format=kind)
+    except OSError as error:
+        raise KvroofError(f"{target}: cannot write: {error.strerror or error}") from None
+    return target

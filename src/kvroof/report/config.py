@@ -1,0 +1,125 @@
+"""What `kvroof report` covers: models, hardware and settings, from defaults or a YAML file.
+
+Every key is optional; an unknown key, a wrong type or an unknown model or hardware name is a
+one-line error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kvroof.errors import SpecError
+from kvroof.specs.loader import validation_message
+from kvroof.specs.registry import Registry
+
+__all__ = ["HardwarePair", "ReportConfig", "load_report_config"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class HardwarePair(_Strict):
+    """An accelerator on a host link (the link may be one the accelerator never ships with)."""
+
+    accelerator: str
+    link: str
+
+
+class WorkloadTrace(_Strict):
+    """A request trace to analyse instead of the synthetic workloads."""
+
+    path: Path
+    format: Literal["sharegpt", "docqa", "mooncake", "table"] | None = None
+    name: str | None = None
+
+
+_DEFAULT_HARDWARE = [
+    HardwarePair(accelerator=a, link=link)
+    for a in ("a100-sxm", "h100-sxm", "b200")
+    for link in ("pcie-gen4-x16", "pcie-gen5-x16")
+]
+
+
+def _png_only() -> list[Literal["png", "svg", "pdf"]]:
+    return ["png"]
+
+
+class ReportConfig(_Strict):
+    """Settings of the report. Defaults reproduce the paper's analysis and extend it."""
+
+    models: list[str] = Field(default_factory=lambda: ["qwen3-235b-a22b", "deepseek-v3"],
+                              min_length=1)
+    paper_models: list[str] = Field(default_factory=lambda: [
+        "llama-3.1-70b", "llama-3.1-405b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"])
+    hardware: list[HardwarePair] = Field(default_factory=lambda: list(_DEFAULT_HARDWARE),
+                                         min_length=1)
+    system: str = "dgx-h100"
+    testbed: str = "paper-testbed"
+    new_tokens: float = Field(128.0, gt=0)
+    tp: int = Field(8, ge=1)
+    compute_dtype: str = "bf16"
+    bandwidth_source: Literal["peak", "sustained"] = "sustained"
+    compute_efficiency: float = Field(1.0, gt=0, le=1)
+    link_efficiency: float = Field(1.0, gt=0, le=1)
+    mla_mode: Literal["expanded", "absorbed"] = "expanded"
+    breakdown_tokens: tuple[float, float] = (128.0, 16384.0)
+    formats: list[Literal["png", "svg", "pdf"]] = Field(default_factory=_png_only, min_length=1)
+    workloads: list[WorkloadTrace] = Field(default_factory=list)
+    synthetic_requests: int = Field(20000, ge=100)
+    seed: int = 0
+
+    @field_validator("formats")
+    @classmethod
+    def _png_first(cls, formats: list[str]) -> list[str]:
+        # the HTML embeds PNG, so PNG is always written
+        return ["png", *[f for f in formats if f != "png"]]
+
+    def check_names(self, registry: Registry, path: Path | str = "<config>") -> None:
+        """Raise a one-line error for any unknown model, accelerator, link or system."""
+        checks: list[tuple[str, str, str]] = [
+            *((f"models[{i}]", "model", m) for i, m in enumerate(self.models)),
+            *((f"paper_models[{i}]", "model", m) for i, m in enumerate(self.paper_models)),
+            *((f"hardware[{i}].accelerator", "accelerator", h.accelerator)
+              for i, h in enumerate(self.hardware)),
+            *((f"hardware[{i}].link", "link", h.link) for i, h in enumerate(self.hardware)),
+            ("system", "system", self.system),
+            ("testbed", "system", self.testbed),
+        ]
+        for field, kind, name in checks:
+            try:
+                registry.get(kind, name)  # type: ignore[call-overload]
+            except LookupError as error:
+                raise SpecError(str(error), path, field) from None
+
+
+def load_report_config(path: str | Path, registry: Registry) -> ReportConfig:
+    """Read a report config YAML; errors name the file and the key."""
+    source = Path(path)
+    try:
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise SpecError(f"cannot read: {error.strerror or error}", source) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(f"malformed YAML{where}", source) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping of settings at the top level", source)
+    try:
+        config = ReportConfig.model_validate(data)
+    except ValidationError as error:
+        field, message = validation_message(error)
+        raise SpecError(message, source, field) from None
+    config.check_names(registry, source)
+    for index, trace in enumerate(config.workloads):
+        if not trace.path.is_absolute():
+            resolved = (source.parent / trace.path).resolve()
+            config.workloads[index] = trace.model_copy(update={"path": resolved})
+    return config

@@ -1,0 +1,175 @@
+"""Figures: each returns a Figure whose artists sit where the library's numbers say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from kvroof.cost.deployment import deployment
+from kvroof.cost.kappa import kappa_crit, kappa_paper_for, max_new_tokens_for_crossover
+from kvroof.cost.timing import ttft
+from kvroof.errors import KvroofError
+from kvroof.plot import (
+    ceilings_figure,
+    kappa_vs_t_figure,
+    offload_roofline_figure,
+    overhead_figure,
+    save_figure,
+    ttft_breakdown_figure,
+    what_if_figure,
+)
+from kvroof.specs.registry import Registry
+
+REG = Registry(use_env=False)
+QWEN = deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, registry=REG)
+DSV3 = deployment("deepseek-v3", system="dgx-h100", tp=8, registry=REG)
+
+
+def by_gid(fig: Figure, prefix: str) -> list[object]:
+    return [a for a in fig.findobj() if (a.get_gid() or "").startswith(prefix)]
+
+
+def labels_have_units(fig: Figure) -> None:
+    for ax in fig.axes:
+        if ax.get_label() == "<colorbar>":
+            continue
+        for label in (ax.get_xlabel(), ax.get_ylabel()):
+            if label:
+                assert "(" in label and ")" in label, label
+
+
+def test_roofline_kappa_lines_at_computed_values() -> None:
+    hardware = [("h100-sxm", "pcie-gen4-x16"), ("b200", "pcie-gen5-x16")]
+    fig = offload_roofline_figure(["qwen3-235b-a22b"], hardware, new_tokens=128, registry=REG)
+    assert isinstance(fig, Figure)
+    for accelerator, link in hardware:
+        dep = deployment("qwen3-235b-a22b", accelerator=accelerator, link=link, registry=REG)
+        expected = float(kappa_crit(dep, 128).kappa_crit)
+        (line,) = by_gid(fig, f"kappa-crit:{accelerator}+{link}")
+        assert line.get_xdata()[0] == pytest.approx(expected)  # type: ignore[attr-defined]
+    assert by_gid(fig, "region:compute-bound") and by_gid(fig, "region:transfer-bound")
+    assert {a.get_gid() for a in by_gid(fig, "workload:")} == {
+        "workload:ShareGPT", "workload:NarrativeQA", "workload:DocFinQA"}
+    labels_have_units(fig)
+
+
+def test_roofline_paper_mode_and_tokens() -> None:
+    hardware = [("h100-sxm", "pcie-gen5-x16")]
+    fig = offload_roofline_figure(["llama-3.1-70b"], hardware, mode="paper", y="tokens",
+                                  workload_medians=None, registry=REG)
+    dep = deployment("llama-3.1-70b", accelerator="h100-sxm", link="pcie-gen5-x16",
+                     registry=REG)
+    (line,) = by_gid(fig, "kappa-crit:")
+    assert line.get_xdata()[0] == pytest.approx(float(kappa_paper_for(dep).kappa_crit))  # type: ignore[attr-defined]
+    assert "tokens/s" in fig.axes[0].get_ylabel()
+    assert not by_gid(fig, "workload:")
+
+
+def test_roofline_never_transfer_bound_has_no_line() -> None:
+    fig = offload_roofline_figure(["deepseek-v3"], [("h100-sxm", "pcie-gen5-x16")],
+                                  registry=REG)
+    assert not by_gid(fig, "kappa-crit:")  # expanded MLA on one H100: never transfer-bound
+    assert "never" in fig.axes[0].get_legend().get_texts()[0].get_text()
+
+
+def test_ceilings_roofs() -> None:
+    fig = ceilings_figure(QWEN, [(64, 6400)])
+    (link_roof,) = by_gid(fig, "roof:link")
+    x, y = link_roof.get_data()  # type: ignore[attr-defined]
+    slope_region = np.asarray(x) < float(QWEN.effective_compute) / float(QWEN.effective_bandwidth)
+    np.testing.assert_allclose(np.asarray(y)[slope_region] * 1e12,
+                               np.asarray(x)[slope_region] * float(QWEN.effective_bandwidth))
+    (point,) = by_gid(fig, "request:64,6400")
+    achieved = float(ttft(QWEN, 64, 6400, "ideal").achieved_flops)
+    assert point.get_offsets()[0][1] == pytest.approx(achieved / 1e12)  # type: ignore[attr-defined]
+    labels_have_units(fig)
+
+
+def test_kappa_vs_t_paper_line_and_never_region() -> None:
+    one = deployment("qwen3-235b-a22b", accelerator="h100", registry=REG)
+    fig = kappa_vs_t_figure([one], labels=["one"])
+    (paper,) = by_gid(fig, "paper:one")
+    assert paper.get_ydata()[0] == pytest.approx(float(kappa_paper_for(one).kappa_crit))  # type: ignore[attr-defined]
+    (never,) = by_gid(fig, "never:one")
+    x0 = never.get_x()  # type: ignore[attr-defined]  # a Rectangle in axvspan
+    assert x0 == pytest.approx(float(max_new_tokens_for_crossover(one)))
+    (full,) = by_gid(fig, "full:one")
+    t, k = full.get_data()  # type: ignore[attr-defined]
+    assert k[10] == pytest.approx(float(kappa_crit(one, t[10]).kappa_crit))
+    labels_have_units(fig)
+
+
+def test_overhead_contour_where_p_oh_is_one() -> None:
+    dep = deployment("qwen3-235b-a22b", system="paper-testbed", tp=8,
+                     bandwidth_source="sustained", registry=REG)
+    cached = [1024, 2048, 4096, 8192]
+    new = [256, 512, 1024, 2048]
+    fig = overhead_figure(dep, cached, new)
+    (contour,) = by_gid(fig, "contour:p_oh=1")
+    paths = contour.get_paths()  # type: ignore[attr-defined]
+    vertices = np.concatenate([p.vertices for p in paths if len(p.vertices)])
+    assert len(vertices) > 3
+    # map index coordinates back to tokens and check P_OH = 1 there
+    k = np.exp(np.interp(vertices[:, 0], np.arange(4), np.log(cached)))
+    t = np.exp(np.interp(vertices[:, 1], np.arange(4), np.log(new)))
+    p_oh = np.asarray(ttft(dep, t, k).p_oh)
+    np.testing.assert_allclose(p_oh, 1.0, rtol=0.05)
+
+
+def test_what_if_marks_and_curves() -> None:
+    fig = what_if_figure([QWEN], registry=REG)
+    marks = {a.get_gid() for a in by_gid(fig, "link:")}
+    assert {"link:PCIe Gen5 x16", "link:PCIe Gen6 x16"} <= marks
+    (full,) = by_gid(fig, "full:")
+    bandwidth, values = full.get_data()  # type: ignore[attr-defined]
+    import dataclasses
+
+    check = dataclasses.replace(QWEN, bandwidth=float(bandwidth[50]) * 1e9)
+    assert values[50] == pytest.approx(float(kappa_crit(check, 128).kappa_crit))
+    labels_have_units(fig)
+
+
+def test_breakdown_bars() -> None:
+    fig = ttft_breakdown_figure(QWEN, 128, 16384, tps=(1, 8))
+    import dataclasses
+
+    for tp in (1, 8):
+        for mode in ("serial", "layerwise", "ideal"):
+            (bar,) = by_gid(fig, f"compute:{mode}:tp{tp}")
+            result = ttft(dataclasses.replace(QWEN, tp=tp), 128, 16384, mode)  # type: ignore[arg-type]
+            assert bar.get_height() == pytest.approx(float(result.compute) * 1e3)  # type: ignore[attr-defined]
+            (top,) = by_gid(fig, f"exposed:{mode}:tp{tp}")
+            assert top.get_height() == pytest.approx(float(result.exposed_transfer) * 1e3)  # type: ignore[attr-defined]
+    labels_have_units(fig)
+
+
+def test_source_line_on_every_figure() -> None:
+    for fig in (ceilings_figure(DSV3), ttft_breakdown_figure(DSV3)):
+        assert any(t.get_text().startswith("kvroof ·") for t in fig.texts)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_save_formats(tmp_path: Path, suffix: str) -> None:
+    path = save_figure(ttft_breakdown_figure(QWEN), tmp_path / f"f{suffix}")
+    assert path.stat().st_size > 1000
+
+
+def test_save_errors(tmp_path: Path) -> None:
+    fig = ttft_breakdown_figure(QWEN)
+    with pytest.raises(KvroofError, match="unsupported figure format"):
+        save_figure(fig, tmp_path / "f.jpg")
+    with pytest.raises(KvroofError, match="does not exist"):
+        save_figure(fig, tmp_path / "missing" / "f.png")
+
+
+def test_import_kvroof_does_not_import_matplotlib() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, kvroof; kvroof.kappa_crit; kvroof.ttft; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

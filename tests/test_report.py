@@ -1,0 +1,162 @@
+"""`kvroof report` and `kvroof plot`: files written, HTML self-contained, one-line errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kvroof.cli import main
+from kvroof.errors import KvroofError, SpecError
+from kvroof.report import ReportConfig, build_report, load_report_config
+from kvroof.specs.registry import Registry
+
+REG = Registry(use_env=False)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("r") / "kvroof-report"
+    messages: list[str] = []
+    build_report(folder, ReportConfig(formats=["png", "svg"]), REG, messages.append)
+    assert len(messages) >= 8 and all("\n" not in m for m in messages)
+    return folder
+
+
+def test_report_writes_every_promised_file(report_dir: Path) -> None:
+    for key in ("roofline", "roofline-paper", "ceilings", "kappa-vs-t", "overhead", "what-if",
+                "breakdown"):
+        for suffix in ("png", "svg"):
+            path = report_dir / "figures" / f"{key}.{suffix}"
+            assert path.stat().st_size > 1000, path
+    assert (report_dir / "report.md").stat().st_size > 1000
+
+
+def test_html_embeds_every_image(report_dir: Path) -> None:
+    page = (report_dir / "report.html").read_text()
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == len(list((report_dir / "figures").glob("*.png")))
+    assert "src=\"figures/" not in page  # nothing linked, everything embedded
+    for table in ("kappa_m", "kappa_hw", "paper_grid", "full_grid", "measured", "what_if"):
+        assert f'id="{table}"' in page
+
+
+def test_markdown_has_the_paper_numbers(report_dir: Path) -> None:
+    text = (report_dir / "report.md").read_text()
+    assert "printed 14.3" in text and "printed 7.8" in text  # paper grid beside printed values
+    assert "| Qwen3-235B-A22B | 1 |" in text  # measured kappa_crit for Qwen3-235B
+    assert "NVLink-C2C" in text and "FP8 KV" in text and "MLA" in text
+    for figure in (report_dir / "figures").glob("*.png"):
+        assert f"figures/{figure.name}" in text
+
+
+def test_cli_report_default_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "report")
+    assert code == 0
+    assert (tmp_path / "kvroof-report" / "report.html").is_file()
+    assert "wrote" in out and "[1/" in err
+
+
+def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("models: [llama-3.1-8b]\nhardware:\n  - {accelerator: h100, link: pcie5}\n"
+                      "tp: 2\nnew_tokens: 256\nformats: [png]\n")
+    code, _, _ = run(capsys, "report", "-o", str(tmp_path / "out"), "--config", str(config),
+                     "--quiet")
+    assert code == 0
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "TP 2" in text and "T = 256" in text
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("models: [qwen9]\n", "models[0]: unknown model 'qwen9'"),
+        ("tp: zero\n", "tp:"),
+        ("colour: red\n", "colour: unknown key"),
+        ("hardware: [{accelerator: h100}]\n", "hardware.[0].link: missing field"),
+        ("formats: [gif]\n", "formats.[0]"),
+        ("models: [unclosed\n", "malformed YAML"),
+        ("- a list\n", "expected a mapping"),
+    ],
+)
+def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_report_config(path, REG)
+    assert str(path) in str(info.value) and fragment.replace(".[", "[") in str(
+        info.value).replace(".[", "["), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_config_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("system: nowhere\n")
+    code, _, err = run(capsys, "report", "-o", str(tmp_path / "o"), "--config", str(path))
+    assert code == 2 and err.count("\n") == 1 and "unknown system 'nowhere'" in err
+
+
+def test_missing_parent_folder(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "report", "-o", str(tmp_path / "no" / "such"))
+    assert code == 2 and "does not exist" in err and err.count("\n") == 1
+
+
+def test_unwritable_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(KvroofError, match="not a folder"):
+        build_report(blocker, registry=REG)
+
+
+@pytest.mark.parametrize("figure", ["roofline", "ceilings", "kappa-vs-t", "overhead", "what-if",
+                                    "breakdown"])
+@pytest.mark.parametrize("suffix", [".png", ".svg", ".pdf"])
+def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, figure: str,
+                              suffix: str) -> None:
+    target = tmp_path / f"out{suffix}"
+    code, _, err = run(capsys, "plot", figure, "--model", "qwen3-235b-a22b", "--system",
+                         "dgx-h100", "--tp", "8", "-o", str(target))
+    assert code == 0, err
+    data = target.read_bytes()
+    assert len(data) > 1000
+    magic = {".png": b"\x89PNG", ".pdf": b"%PDF", ".svg": b"<?xml"}[suffix]
+    assert data.startswith(magic)
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["plot", "ceilings", "--model", "nope", "--system", "dgx-h100"], "unknown model"),
+        (["plot", "ceilings", "--model", "qwen3-32b", "--system", "nope"], "unknown system"),
+        (["plot", "roofline", "--hardware", "h100"], "--hardware: expected ACCELERATOR:LINK"),
+        (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--new", "a"],
+         "--new: expected numbers"),
+        (["plot", "breakdown", "--model", "qwen3-32b", "--system", "dgx-h100", "--tps", "0"],
+         "--tps: expected positive integers"),
+    ],
+)
+def test_cli_plot_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                            argv: list[str], fragment: str) -> None:
+    code, out, err = run(capsys, *argv, "-o", str(tmp_path / "x.png"))
+    assert code == 2 and out == "" and err.count("\n") == 1 and fragment in err, err
+
+
+def test_cli_plot_bad_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    for target, fragment in ((tmp_path / "x.jpg", "use a .png"),
+                             (tmp_path / "none" / "x.png", "does not exist")):
+        code, _, err = run(capsys, "plot", "breakdown", "--model", "qwen3-32b", "--system",
+                           "dgx-h100", "-o", str(target))
+        assert code == 2 and fragment in err
