@@ -120,7 +120,7 @@ def offload_roofline_figure(
                       title="accelerator + host link (κ_crit)", title_fontsize=8)
         tp = settings.get("tp", 1)
         bandwidth = settings.get("bandwidth_source", "peak")
-        source_line(fig, f"{mode} mode, TP {tp}, {bandwidth} link bandwidth, ideal overlap; "
-                         "far right: every link's curve flattens where attention over the "
-                         "cached tokens keeps pace with loading them")
+        note = ("; far right: curves flatten where attention over the cached tokens keeps pace "
+                "with loading them" if mode == "full" else "; the paper's Eq. 6, no attention")
+        source_line(fig, f"{mode} mode, TP {tp}, {bandwidth} link bandwidth, ideal overlap{note}")
     return fig
