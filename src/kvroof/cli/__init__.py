@@ -14,6 +14,7 @@ from kvroof.cli import cost as cost_commands
 from kvroof.cli import plot as plot_commands
 from kvroof.cli import report as report_commands
 from kvroof.cli import specs as specs_commands
+from kvroof.cli import workload as workload_commands
 from kvroof.cli.common import CommandError
 from kvroof.errors import KvroofError
 
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     cost_commands.register(commands)
     plot_commands.register(commands)
     report_commands.register(commands)
+    workload_commands.register(commands)
     return parser
 
 

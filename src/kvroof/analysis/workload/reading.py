@@ -1,0 +1,172 @@
+"""What the loaders share: opening files, JSON Lines, field checks and the bad-record policy.
+
+Policy: a bad record (a malformed line, a missing or wrong field, a conversation of the wrong
+shape) stops the load with one line naming the file, the line number or conversation index,
+and what is wrong. With ``skip_bad=True`` such records are skipped, counted in
+``Workload.skipped``, and a :class:`SkippedRecordsWarning` says how many and shows the first.
+An empty file, a file of another format, or a file with no usable record at all is always an
+error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from kvroof.errors import KvroofError
+
+__all__ = [
+    "BadRecordError",
+    "BadRecords",
+    "SkippedRecordsWarning",
+    "count_field",
+    "iter_json_lines",
+    "one_of",
+    "open_text",
+    "text_field",
+    "utf8_error",
+]
+
+
+class SkippedRecordsWarning(UserWarning):
+    """Bad records were skipped on request (``skip_bad=True`` / ``--skip-bad``)."""
+
+
+class BadRecordError(Exception):
+    """One record is wrong; the loader turns it into an error or a counted skip."""
+
+
+class BadRecords:
+    """Raises on a bad record, or counts it when ``skip_bad`` is set."""
+
+    def __init__(self, path: Path, skip_bad: bool, unit: str = "line") -> None:
+        self.path = path
+        self.skip_bad = skip_bad
+        self.unit = unit
+        self.skipped = 0
+        self._first = ""
+
+    def reject(self, where: str, what: str) -> None:
+        """Record ``what`` is wrong at ``where`` (e.g. "line 12"): raise, or count a skip."""
+        if not self.skip_bad:
+            raise KvroofError(f"{self.path}: {where}: {what}")
+        self.skipped += 1
+        if not self._first:
+            self._first = f"{where}: {what}"
+
+    def finish(self, kept: int) -> None:
+        """Warn about skips; fail when nothing usable is left."""
+        plural = "s" if self.skipped != 1 else ""
+        if kept == 0:
+            detail = f" ({self.skipped} bad {self.unit}{plural} skipped, first: {self._first})"
+            raise KvroofError(
+                f"{self.path}: no usable {self.unit}s" + (detail if self.skipped else "")
+            )
+        if self.skipped:
+            warnings.warn(
+                f"{self.path}: skipped {self.skipped} bad {self.unit}{plural} "
+                f"(first: {self._first})",
+                SkippedRecordsWarning,
+                stacklevel=3,
+            )
+
+
+def open_text(path: str | Path) -> TextIO:
+    """``path`` opened as UTF-8 text (a leading byte-order mark is dropped)."""
+    file = Path(path)
+    if not file.exists():
+        raise KvroofError(f"{file}: no such file")
+    if not file.is_file():
+        raise KvroofError(f"{file}: not a regular file")
+    return open(file, encoding="utf-8-sig")  # the caller closes it
+
+
+def utf8_error(path: Path, lineno: int) -> KvroofError:
+    """Text is decoded a block at a time, so the bad bytes are known to follow ``lineno``."""
+    return KvroofError(f"{path}: not UTF-8 text (after line {lineno})")
+
+
+def iter_json_lines(path: Path, bad: BadRecords) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSON Lines file.
+
+    A line that is not a JSON object goes to ``bad``. A file whose first character is ``[`` is
+    a JSON array (ShareGPT, say), not JSON Lines: that is an error even with ``skip_bad``."""
+    lineno = 0
+    seen = False
+    with open_text(path) as handle:
+        try:
+            for lineno, line in enumerate(handle, 1):
+                text = line.strip()
+                if not text:
+                    continue
+                if not seen and text.startswith("["):
+                    raise KvroofError(
+                        f"{path}: a JSON array, not JSON Lines (one object per line); "
+                        "a ShareGPT file? (format sharegpt)"
+                    )
+                seen = True
+                try:
+                    record = json.loads(text)
+                except json.JSONDecodeError as error:
+                    bad.reject(f"line {lineno}", f"not valid JSON ({error.msg}, column "
+                               f"{error.colno})")
+                    continue
+                if not isinstance(record, dict):
+                    bad.reject(f"line {lineno}",
+                               f"expected a JSON object, got {_json_type(record)}")
+                    continue
+                yield lineno, record
+        except UnicodeDecodeError:
+            raise utf8_error(path, lineno) from None
+    if not seen:
+        raise KvroofError(f"{path}: empty file (no records)")
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
+
+
+def one_of(record: Mapping[str, Any], *names: str, required: bool = True) -> tuple[str, Any]:
+    """The first of ``names`` present in ``record`` as (name, value); ``("", None)`` if none
+    is and the field is optional. Two of them at once is ambiguous, so an error."""
+    present = [name for name in names if name in record]
+    if len(present) > 1:
+        raise BadRecordError(f"give one of {' or '.join(map(repr, present))}, not both")
+    if present:
+        return present[0], record[present[0]]
+    if required:
+        alternatives = " or ".join(repr(name) for name in names)
+        raise BadRecordError(f"missing field {alternatives}")
+    return "", None
+
+
+def count_field(name: str, value: Any, minimum: int = 0) -> int:
+    """A JSON token count: an integer (or integral float) >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise BadRecordError(f"{name!r} must be an integer, got {_json_type(value)} {value!r}")
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        raise BadRecordError(f"{name!r} must be an integer, got {value!r}")
+    if value < minimum:
+        raise BadRecordError(f"{name!r} must be >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def text_field(name: str, value: Any) -> str:
+    """A JSON string."""
+    if not isinstance(value, str):
+        raise BadRecordError(f"{name!r} must be text, got {_json_type(value)}")
+    return value

@@ -1,0 +1,210 @@
+"""``kvroof workload stats`` and ``kvroof workload synth``: request traces and their T, K and
+kappa_ratio. The handlers parse flags and print; loading and statistics are library calls
+(kvroof.analysis.workload), imported when a workload command runs so other commands stay fast.
+
+The report is built by :func:`stats_report` (a JSON-ready dict) and :func:`stats_rows` (table
+rows) from a loaded workload, so figures that need a model or system can be added beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kvroof.cli.common import print_json, print_table
+from kvroof.errors import KvroofError
+
+if TYPE_CHECKING:
+    from kvroof.analysis.workload.records import Workload
+    from kvroof.analysis.workload.stats import WorkloadStats
+
+__all__ = ["load_from_args", "register", "stats_report", "stats_rows"]
+
+# Kept here (not imported) so building the parser does not import numpy; a test checks they
+# match kvroof.analysis.workload.FORMATS and SYNTHETIC_KINDS.
+_FORMATS = ("sharegpt", "docqa", "mooncake", "table")
+_SYNTHETIC = ("sharegpt", "narrativeqa", "docfinqa")
+
+
+def register(commands: Any) -> None:
+    workload = commands.add_parser(
+        "workload", help="request traces: T, K and kappa_ratio statistics; synthetic workloads"
+    )
+    actions = workload.add_subparsers(dest="workload_command", metavar="ACTION", required=True)
+
+    stats = actions.add_parser(
+        "stats", help="percentiles of new tokens T, cached tokens K and kappa_ratio = K/T"
+    )
+    stats.add_argument("file", help="a workload file (ShareGPT JSON, JSONL trace, CSV table)")
+    stats.add_argument(
+        "--format", choices=_FORMATS, help="the file's format (guessed when not given)"
+    )
+    stats.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="a local tokenizer.json (needs the 'tokenizers' package), or tiktoken:ENCODING "
+        "if cached locally; default: ceil(characters / 4), approximate",
+    )
+    stats.add_argument(
+        "--skip-bad", action="store_true",
+        help="skip malformed lines or conversations (and say how many) instead of stopping",
+    )
+    stats.add_argument(
+        "--include-system", action="store_true",
+        help="sharegpt: count system turns as cached context",
+    )
+    stats.add_argument(
+        "--reply-as-new", action="store_true",
+        help="sharegpt: count the previous assistant reply in T, not K (decode KV not kept)",
+    )
+    stats.add_argument(
+        "--no-cache-documents", action="store_true",
+        help="docqa: never reuse a document's KV (default: reuse after its first question)",
+    )
+    stats.add_argument(
+        "--preloaded-documents", action="store_true",
+        help="docqa: every document is cached before its first question (K = document)",
+    )
+    stats.add_argument(
+        "--lru-tokens", type=int, metavar="N",
+        help="mooncake: prefix cache of N tokens with LRU eviction (default: unlimited)",
+    )
+    stats.add_argument("--json", action="store_true", help="print a JSON object")
+    stats.set_defaults(handler=run_stats)
+
+    synth = actions.add_parser(
+        "synth", help="write a synthetic workload that matches published statistics"
+    )
+    synth.add_argument("kind", choices=_SYNTHETIC, help="which published workload to imitate")
+    synth.add_argument("-n", type=int, default=10_000, help="number of requests (10000)")
+    synth.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    synth.add_argument(
+        "-o", "--output", required=True, metavar="FILE",
+        help="output table: .csv or .jsonl (every row is marked synthetic)",
+    )
+    synth.set_defaults(handler=run_synth)
+
+
+_FLAG_OPTIONS: dict[str, tuple[str, str, Any]] = {
+    # flag attribute: (flag, loader option, loader value when the flag is given)
+    "include_system": ("--include-system", "include_system", True),
+    "reply_as_new": ("--reply-as-new", "previous_reply_cached", False),
+    "no_cache_documents": ("--no-cache-documents", "cache_documents", False),
+    "preloaded_documents": ("--preloaded-documents", "preloaded", True),
+}
+
+_APPLIES: dict[str, tuple[str, ...]] = {
+    "--include-system": ("sharegpt",),
+    "--reply-as-new": ("sharegpt",),
+    "--no-cache-documents": ("docqa",),
+    "--preloaded-documents": ("docqa",),
+    "--lru-tokens": ("mooncake",),
+    "--tokenizer": ("sharegpt", "docqa"),
+}
+
+
+def load_from_args(args: argparse.Namespace) -> Workload:
+    """The workload that ``stats``' FILE and loader flags describe."""
+    from kvroof.analysis.workload.formats import guess_format, load_workload
+    from kvroof.analysis.workload.tokens import token_counter
+
+    fmt: str = args.format or guess_format(args.file)
+    options: dict[str, Any] = {"skip_bad": args.skip_bad}
+    given: list[str] = []
+    for attribute, (flag, option, value) in _FLAG_OPTIONS.items():
+        if getattr(args, attribute):
+            options[option] = value
+            given.append(flag)
+    if args.lru_tokens is not None:
+        if args.lru_tokens < 0:
+            raise KvroofError(f"--lru-tokens must be >= 0, got {args.lru_tokens}")
+        options["lru_tokens"] = args.lru_tokens
+        given.append("--lru-tokens")
+    if args.tokenizer is not None:
+        given.append("--tokenizer")
+    if args.no_cache_documents and args.preloaded_documents:
+        raise KvroofError("--no-cache-documents and --preloaded-documents contradict each other")
+    for flag in given:
+        if fmt not in _APPLIES[flag]:
+            raise KvroofError(
+                f"{flag} applies to the {' and '.join(_APPLIES[flag])} format(s), and "
+                f"{args.file} is read as {fmt}"
+            )
+    if fmt in ("sharegpt", "docqa"):
+        options["tokenizer"] = token_counter(args.tokenizer)
+    return load_workload(args.file, fmt, **options)
+
+
+def stats_report(stats: WorkloadStats) -> dict[str, Any]:
+    """What ``stats --json`` prints."""
+    return {"kind": "workload_stats", **stats.as_dict()}
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def stats_rows(stats: WorkloadStats) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the percentile table (T, K, kappa_ratio; output when known)."""
+    columns = [("T (new)", stats.new_tokens), ("K (cached)", stats.cached_tokens),
+               ("kappa = K/T", stats.kappa_ratio)]
+    if stats.output_tokens is not None:
+        columns.append(("output", stats.output_tokens))
+    header = ["statistic", *(title for title, _ in columns)]
+    rows = []
+    for key in ("p10", "p25", "p50", "p75", "p90", "p99", "iqr", "mean"):
+        label = {"iqr": "IQR", "mean": "mean"}.get(key, key)
+        rows.append([label, *(_number(getattr(d, key)) for _, d in columns)])
+    return header, rows
+
+
+def _heading(stats: WorkloadStats) -> list[str]:
+    lines = []
+    if stats.synthetic:
+        lines.append("SYNTHETIC workload (generated, not measured)")
+    lines.append(f"workload: {stats.name}")
+    lines.append(f"source: {stats.source}")
+    counts = f"requests: {stats.count:,}"
+    if stats.skipped:
+        counts += f" ({stats.skipped:,} bad records skipped)"
+    if stats.output_tokens is not None and stats.output_known < stats.count:
+        counts += f"; output length known for {stats.output_known:,}"
+    if stats.kappa_ratio.infinite:
+        counts += f"; {stats.kappa_ratio.infinite:,} with T = 0 (kappa = inf, not in the mean)"
+    lines.append(counts)
+    return lines
+
+
+def run_stats(args: argparse.Namespace) -> None:
+    from kvroof.analysis.workload.stats import describe
+
+    workload = load_from_args(args)
+    stats = describe(workload)
+    if args.json:
+        print_json(stats_report(stats))
+        return
+    for line in _heading(stats):
+        print(line)
+    print()
+    header, rows = stats_rows(stats)
+    print_table(rows, header=header)
+
+
+def run_synth(args: argparse.Namespace) -> None:
+    from kvroof.analysis.workload.synth import synthesize
+    from kvroof.analysis.workload.table import table_kind, write_table
+
+    output = Path(args.output)
+    table_kind(output)  # check the extension before drawing
+    workload = synthesize(args.kind, args.n, args.seed)
+    write_table(workload, output)
+    print(f"wrote {len(workload):,} SYNTHETIC requests ({workload.name}, seed {args.seed}) "
+          f"to {output}")
