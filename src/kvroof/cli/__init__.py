@@ -11,6 +11,7 @@ from typing import Any, NoReturn, TextIO
 
 from kvroof import __version__
 from kvroof.cli import cost as cost_commands
+from kvroof.cli import measure as measure_commands
 from kvroof.cli import plot as plot_commands
 from kvroof.cli import report as report_commands
 from kvroof.cli import specs as specs_commands
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot_commands.register(commands)
     report_commands.register(commands)
     workload_commands.register(commands)
+    measure_commands.register(commands)
     return parser
 
 

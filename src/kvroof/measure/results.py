@@ -1,0 +1,426 @@
+"""Results of ``kvroof measure``: typed rows, the files they are written to, and a strict reader.
+
+Each benchmark writes two files into the output folder:
+
+- ``<benchmark>.csv`` (``link.csv``, ``compute.csv``, ``prefill.csv``): one row per measured
+  point, SI units (seconds, bytes, FLOP, FLOP/s, bytes/s), booleans as ``true``/``false``, an
+  empty cell where a value was not measurable (overlap on the CPU, say);
+- ``<benchmark>.json``: the header: the machine, the run's settings, a summary (fits, measured
+  kappa_crit), what each column means, and a note that the files are never hand-edited.
+
+:func:`read_results` reads a CSV back into typed rows (and its JSON header when present). A
+bad or incomplete file gives one :class:`ResultsError` line naming the file and the row.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import types
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import (
+    Any,
+    ClassVar,
+    Final,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
+
+from kvroof import __version__
+from kvroof.errors import KvroofError
+
+__all__ = [
+    "BENCHMARKS",
+    "NOTE",
+    "SCHEMA_VERSION",
+    "Benchmark",
+    "ComputeRow",
+    "CopyPattern",
+    "Direction",
+    "LinkRow",
+    "Measurement",
+    "PrefillRow",
+    "Results",
+    "ResultsError",
+    "Row",
+    "read_results",
+    "read_results_dir",
+    "write_results",
+]
+
+Benchmark = Literal["link", "compute", "prefill"]
+Direction = Literal["h2d", "d2h"]
+CopyPattern = Literal["single", "chunked", "all-gpus"]
+BENCHMARKS: Final[tuple[Benchmark, ...]] = ("link", "compute", "prefill")
+SCHEMA_VERSION: Final = 1
+NOTE: Final = (
+    "Written by `kvroof measure`. Results are never hand-edited: rerun the benchmark instead "
+    "(the reader rejects files whose columns or values do not match what kvroof writes)."
+)
+
+
+class ResultsError(KvroofError):
+    """A results file is missing, malformed or incomplete; the message names the file and row."""
+
+
+@dataclass(frozen=True)
+class LinkRow:
+    """One copy measurement: ``copies`` copy calls per GPU moving ``bytes_total`` in all."""
+
+    benchmark: ClassVar[Benchmark] = "link"
+    positive: ClassVar[frozenset[str]] = frozenset(
+        {"copies", "bytes_per_copy", "bytes_total", "gpus", "repeats", "median_s", "min_s"}
+    )
+    doc: ClassVar[dict[str, str]] = {
+        "direction": "h2d (host to device) or d2h (device to host); on the CPU a buffer-to-"
+        "buffer copy",
+        "pinned": "host buffer in page-locked (pinned) memory; always false on the CPU",
+        "pattern": "single: one copy; chunked: one copy per layer per block of block_tokens "
+        "tokens (an offloading engine's layout); all-gpus: one copy per GPU at once",
+        "block_tokens": "tokens per copied block (chunked rows), 0 otherwise",
+        "copies": "copy calls per GPU in one timed run",
+        "bytes_per_copy": "bytes moved by one copy call",
+        "bytes_total": "bytes moved by one timed run (all copies, all GPUs)",
+        "gpus": "GPUs copying at the same time",
+        "repeats": "timed runs",
+        "median_s": "median seconds of one timed run",
+        "min_s": "fastest timed run, seconds",
+        "bandwidth": "bytes_total / median_s, bytes/s",
+    }
+
+    direction: Direction
+    pinned: bool
+    pattern: CopyPattern
+    block_tokens: int
+    copies: int
+    bytes_per_copy: int
+    bytes_total: int
+    gpus: int
+    repeats: int
+    median_s: float
+    min_s: float
+    bandwidth: float
+
+
+@dataclass(frozen=True)
+class ComputeRow:
+    """One GEMM shape: (T x hidden) @ (hidden x intermediate) in ``dtype``."""
+
+    benchmark: ClassVar[Benchmark] = "compute"
+    positive: ClassVar[frozenset[str]] = frozenset(
+        {"T", "hidden", "intermediate", "flops", "repeats", "median_s", "min_s", "achieved_flops"}
+    )
+    doc: ClassVar[dict[str, str]] = {
+        "dtype": "bf16, fp16 or fp8 (fp8 through torch._scaled_mm, bf16 output)",
+        "T": "rows of the activation (new tokens)",
+        "hidden": "inner dimension (the model's hidden size, scaled in --quick on the CPU)",
+        "intermediate": "output columns (the FFN width)",
+        "flops": "2 x T x hidden x intermediate, FLOP",
+        "repeats": "timed runs",
+        "median_s": "median seconds of one GEMM",
+        "min_s": "fastest GEMM, seconds",
+        "achieved_flops": "flops / median_s, FLOP/s",
+        "peak_flops": "the --accelerator's dense peak for dtype, FLOP/s (empty when not given)",
+        "efficiency": "achieved_flops / peak_flops (empty without a peak)",
+    }
+
+    dtype: Literal["bf16", "fp16", "fp8"]
+    T: int
+    hidden: int
+    intermediate: int
+    flops: float
+    repeats: int
+    median_s: float
+    min_s: float
+    achieved_flops: float
+    peak_flops: float | None
+    efficiency: float | None
+
+
+@dataclass(frozen=True)
+class PrefillRow:
+    """One (T, K) point of the synthetic prefill with K cached tokens loaded from the host."""
+
+    benchmark: ClassVar[Benchmark] = "prefill"
+    positive: ClassVar[frozenset[str]] = frozenset(
+        {"layers_run", "layers_model", "T", "compute_s", "transfer_s", "serial_s", "flops"}
+    )
+    doc: ClassVar[dict[str, str]] = {
+        "model": "registry model whose layer shapes the synthetic stack copies",
+        "layers_run": "decoder layers in the synthetic stack (fewer than the model when memory "
+        "requires)",
+        "layers_model": "decoder layers of the real model",
+        "T": "new tokens prefilled",
+        "K": "cached tokens whose KV is loaded from host memory",
+        "kv_bytes": "KV bytes of K tokens in the layers run (keys and values), bytes",
+        "flops": "prefill FLOP of the layers run, by the benchmark's own reporting formula "
+        "(projections, attention over K + T keys, gated FFN; no LM head)",
+        "compute_s": "prefill seconds with the KV already on the device (median)",
+        "transfer_s": "seconds to load the K tokens' KV from host memory, one copy per layer "
+        "for keys and one for values (median)",
+        "serial_s": "load then prefill, one after the other (median)",
+        "overlap_s": "load and prefill overlapped layer by layer on two CUDA streams (median); "
+        "empty where not measurable (the CPU)",
+        "p_oh": "transfer_s / compute_s",
+    }
+
+    model: str
+    layers_run: int
+    layers_model: int
+    T: int
+    K: int
+    kv_bytes: int
+    flops: float
+    compute_s: float
+    transfer_s: float
+    serial_s: float
+    overlap_s: float | None
+    p_oh: float
+
+
+Row = LinkRow | ComputeRow | PrefillRow
+_ROW_TYPES: Final[dict[Benchmark, type[LinkRow] | type[ComputeRow] | type[PrefillRow]]] = {
+    "link": LinkRow,
+    "compute": ComputeRow,
+    "prefill": PrefillRow,
+}
+R = TypeVar("R", LinkRow, ComputeRow, PrefillRow)
+
+
+def _columns(row_type: type[Row]) -> list[str]:
+    return [f.name for f in fields(row_type)]
+
+
+@dataclass
+class Measurement:
+    """What one benchmark run produced, before it is written."""
+
+    benchmark: Benchmark
+    rows: list[Row]
+    settings: dict[str, Any]
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Results:
+    """A results file read back: its rows and its JSON header (``None`` when absent)."""
+
+    benchmark: Benchmark
+    path: Path
+    header: dict[str, Any] | None
+    rows: tuple[Row, ...]
+
+    def typed(self, row_type: type[R]) -> list[R]:
+        """The rows as ``row_type`` (a :class:`ResultsError` if the file holds another kind)."""
+        if row_type.benchmark != self.benchmark:
+            raise ResultsError(
+                f"{self.path}: holds {self.benchmark} results, not {row_type.benchmark}"
+            )
+        return [row for row in self.rows if isinstance(row, row_type)]
+
+
+def _json_safe(value: Any) -> Any:
+    """Non-finite floats become null (JSON has no inf or nan)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def write_results(
+    out_dir: str | Path, measurement: Measurement, machine: dict[str, Any]
+) -> tuple[Path, Path]:
+    """Write ``<benchmark>.csv`` and ``<benchmark>.json`` into ``out_dir``; returns both paths."""
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ResultsError(
+            f"{folder}: cannot create the output folder ({error.strerror})"
+        ) from None
+    row_type = _ROW_TYPES[measurement.benchmark]
+    columns = _columns(row_type)
+    csv_path = folder / f"{measurement.benchmark}.csv"
+    json_path = folder / f"{measurement.benchmark}.json"
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(columns)
+        for row in measurement.rows:
+            if not isinstance(row, row_type):
+                raise ResultsError(
+                    f"{csv_path}: a {type(row).__name__} among {measurement.benchmark} rows"
+                )
+            values = asdict(row)
+            writer.writerow([_cell(values[name]) for name in columns])
+    header = {
+        "benchmark": measurement.benchmark,
+        "schema_version": SCHEMA_VERSION,
+        "note": NOTE,
+        "csv": csv_path.name,
+        "rows": len(measurement.rows),
+        "kvroof_version": __version__,
+        "columns": dict(row_type.doc),
+        "machine": machine,
+        "settings": measurement.settings,
+        "summary": measurement.summary,
+    }
+    json_path.write_text(json.dumps(_json_safe(header), indent=2) + "\n", encoding="utf-8")
+    return csv_path, json_path
+
+
+class _CellError(Exception):
+    pass
+
+
+def _parse_cell(text: str, hint: Any, positive: bool) -> Any:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        if text == "":
+            return None
+        hint = next(arg for arg in get_args(hint) if arg is not type(None))
+        origin = get_origin(hint)
+    if text == "":
+        raise _CellError("is empty")
+    if origin is Literal:
+        choices = get_args(hint)
+        if text not in choices:
+            raise _CellError(f"{text!r} is not one of {', '.join(choices)}")
+        return text
+    if hint is bool:
+        if text not in ("true", "false"):
+            raise _CellError(f"expected true or false, got {text!r}")
+        return text == "true"
+    if hint is str:
+        return text
+    number: int | float
+    try:
+        number = int(text) if hint is int else float(text)
+    except ValueError:
+        kind = "an integer" if hint is int else "a number"
+        raise _CellError(f"expected {kind}, got {text!r}") from None
+    if not math.isfinite(number):
+        raise _CellError(f"must be finite, got {text!r}")
+    if number < 0 or (positive and number == 0):
+        raise _CellError(f"must be {'positive' if positive else 'non-negative'}, got {text!r}")
+    return number
+
+
+def _benchmark_of(path: Path, columns: list[str]) -> Benchmark:
+    for name, row_type in _ROW_TYPES.items():
+        if columns == _columns(row_type):
+            return name
+    guess = path.stem if path.stem in _ROW_TYPES else None
+    if guess is None:
+        raise ResultsError(
+            f"{path}: header row matches no kvroof measure results ({', '.join(BENCHMARKS)})"
+        )
+    expected = _columns(_ROW_TYPES[guess])
+    missing = [c for c in expected if c not in columns]
+    unknown = [c for c in columns if c not in expected]
+    detail = []
+    if missing:
+        detail.append(f"missing column(s) {', '.join(missing)}")
+    if unknown:
+        detail.append(f"unknown column(s) {', '.join(unknown)}")
+    if not detail:
+        detail.append(f"columns out of order (expected {', '.join(expected)})")
+    raise ResultsError(f"{path}: header row: {'; '.join(detail)}")
+
+
+def _read_header(json_path: Path, benchmark: Benchmark) -> dict[str, Any] | None:
+    if not json_path.exists():
+        return None
+    try:
+        header = json.loads(json_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ResultsError(
+            f"{json_path}: not valid JSON ({error.msg} at line {error.lineno})"
+        ) from None
+    if not isinstance(header, dict):
+        raise ResultsError(f"{json_path}: expected a JSON object")
+    if header.get("benchmark") != benchmark:
+        raise ResultsError(
+            f"{json_path}: describes {header.get('benchmark')!r} results, but the CSV holds "
+            f"{benchmark} results"
+        )
+    if header.get("schema_version") != SCHEMA_VERSION:
+        raise ResultsError(
+            f"{json_path}: schema_version {header.get('schema_version')!r}, this kvroof reads "
+            f"{SCHEMA_VERSION}"
+        )
+    return header
+
+
+def read_results(path: str | Path) -> Results:
+    """Read a results CSV (and the JSON header next to it, when present) into typed rows."""
+    csv_path = Path(path)
+    if csv_path.is_dir():
+        raise ResultsError(f"{csv_path}: is a folder; pass one CSV (or use read_results_dir)")
+    try:
+        handle = csv_path.open(newline="", encoding="utf-8")
+    except OSError as error:
+        raise ResultsError(f"{csv_path}: cannot read ({error.strerror})") from None
+    with handle:
+        reader = csv.reader(handle)
+        columns = next(reader, None)
+        if not columns:
+            raise ResultsError(f"{csv_path}: empty file (no header row)")
+        benchmark = _benchmark_of(csv_path, columns)
+        row_type = _ROW_TYPES[benchmark]
+        hints = get_type_hints(row_type)
+        rows: list[Row] = []
+        for number, cells in enumerate(reader, start=1):
+            where = f"{csv_path}: row {number} (line {reader.line_num})"
+            if not cells:
+                raise ResultsError(f"{where}: blank row")
+            if len(cells) != len(columns):
+                raise ResultsError(
+                    f"{where}: {len(cells)} cells, expected {len(columns)} ({', '.join(columns)})"
+                )
+            values: dict[str, Any] = {}
+            for name, text in zip(columns, cells, strict=True):
+                try:
+                    values[name] = _parse_cell(
+                        text.strip(), hints[name], name in row_type.positive
+                    )
+                except _CellError as error:
+                    raise ResultsError(f"{where}: {name} {error}") from None
+            rows.append(row_type(**values))
+    if not rows:
+        raise ResultsError(f"{csv_path}: no data rows")
+    header = _read_header(csv_path.with_suffix(".json"), benchmark)
+    return Results(benchmark=benchmark, path=csv_path, header=header, rows=tuple(rows))
+
+
+def read_results_dir(folder: str | Path) -> dict[Benchmark, Results]:
+    """Every ``link.csv``, ``compute.csv`` and ``prefill.csv`` in ``folder`` (at least one)."""
+    directory = Path(folder)
+    found = {
+        name: read_results(directory / f"{name}.csv")
+        for name in BENCHMARKS
+        if (directory / f"{name}.csv").exists()
+    }
+    if not found:
+        raise ResultsError(
+            f"{directory}: no results ({', '.join(f'{b}.csv' for b in BENCHMARKS)}) here"
+        )
+    return found
