@@ -35,7 +35,7 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_report_writes_every_promised_file(report_dir: Path) -> None:
     for key in ("roofline", "roofline-paper", "ceilings", "kappa-vs-t", "overhead", "what-if",
-                "breakdown"):
+                "breakdown", "workloads"):
         for suffix in ("png", "svg"):
             path = report_dir / "figures" / f"{key}.{suffix}"
             assert path.stat().st_size > 1000, path
@@ -47,7 +47,8 @@ def test_html_embeds_every_image(report_dir: Path) -> None:
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert len(images) == len(list((report_dir / "figures").glob("*.png")))
     assert "src=\"figures/" not in page  # nothing linked, everything embedded
-    for table in ("kappa_m", "kappa_hw", "paper_grid", "full_grid", "measured", "what_if"):
+    for table in ("kappa_m", "kappa_hw", "paper_grid", "full_grid", "measured", "what_if",
+                  "workloads"):
         assert f'id="{table}"' in page
 
 
@@ -69,6 +70,21 @@ def test_cli_report_default_folder(capsys: pytest.CaptureFixture[str], tmp_path:
     assert "wrote" in out and "[1/" in err
 
 
+def test_report_uses_configured_traces(tmp_path: Path) -> None:
+    """A config that names a trace (relative to the config file) analyses it, not synthetic."""
+    data = Path(__file__).resolve().parent.parent / "examples" / "data"
+    config = tmp_path / "c.yaml"
+    (tmp_path / "t.csv").write_text((data / "table_sample.csv").read_text())
+    config.write_text("models: [qwen3-235b-a22b]\nworkloads: [{path: t.csv, format: table}]\n"
+                      "workload_deployments: [{system: gh200}]\n")
+    result = build_report(tmp_path / "out", load_report_config(config, REG), REG)
+    table = next(t for t in result.tables if t.key == "workloads")
+    assert [row[0] for row in table.rows] == ["t"]  # named after the file
+    assert table.rows[0][1] == "qwen3-235b-a22b, gh200, TP 1"
+    assert "SYNTHETIC" not in (tmp_path / "out" / "report.md").read_text().split(
+        "Workloads: share")[1].split("##")[0]
+
+
 def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("models: [llama-3.1-8b]\nhardware:\n  - {accelerator: h100, link: pcie5}\n"
@@ -88,6 +104,7 @@ def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         ("colour: red\n", "colour: unknown key"),
         ("hardware: [{accelerator: h100}]\n", "hardware.[0].link: missing field"),
         ("formats: [gif]\n", "formats.[0]"),
+        ("workload_deployments: [{tp: 2}]\n", "workload_deployments[0]: give a system"),
         ("models: [unclosed\n", "malformed YAML"),
         ("- a list\n", "expected a mapping"),
     ],

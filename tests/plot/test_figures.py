@@ -173,3 +173,20 @@ def test_import_kvroof_does_not_import_matplotlib() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_workload_figure_lines_and_shares() -> None:
+    from kvroof.analysis.workload.bound import transfer_bound_shares
+    from kvroof.analysis.workload.synth import synthesize
+    from kvroof.plot import workload_figure
+
+    chat = synthesize("sharegpt", 2000, seed=1)
+    fig = workload_figure([chat], [QWEN])
+    (paper,) = by_gid(fig, f"paper:{QWEN.short_label}")
+    assert paper.get_xdata()[0] == pytest.approx(float(kappa_paper_for(QWEN).kappa_crit))  # type: ignore[attr-defined]
+    (ecdf,) = by_gid(fig, "ecdf:kappa:synthetic-sharegpt")
+    assert ecdf.get_ydata()[-1] == pytest.approx(1.0)  # type: ignore[attr-defined]
+    share = transfer_bound_shares(chat, QWEN, "full").requests_transfer_bound
+    text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    assert f"sharegpt {100 * share:.0f}%" in text
+    labels_have_units(fig)

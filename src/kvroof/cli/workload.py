@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kvroof.cli.common import print_json, print_table
+from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
 from kvroof.errors import KvroofError
 
 if TYPE_CHECKING:
+    from kvroof.analysis.workload.bound import BoundShares
     from kvroof.analysis.workload.records import Workload
     from kvroof.analysis.workload.stats import WorkloadStats
 
@@ -72,6 +74,15 @@ def register(commands: Any) -> None:
         help="mooncake: prefix cache of N tokens with LRU eviction (default: unlimited)",
     )
     stats.add_argument("--json", action="store_true", help="print a JSON object")
+    bound = stats.add_argument_group(
+        "transfer-bound shares (give --model and --system or --accelerator)")
+    bound.add_argument("--mode", choices=("paper", "full", "both"), default="both",
+                       help="paper: kappa_ratio > the paper's kappa_crit; full: transfer time "
+                            "> compute time per request (default both)")
+    bound.add_argument("--compare", action="append", default=[], metavar="SYSTEM[:TP]",
+                       help="another system to compare on the same workload, with its own "
+                            "TP degree after a colon (default --tp); repeatable")
+    add_deployment_flags(stats, model_required=False)
     stats.set_defaults(handler=run_stats)
 
     synth = actions.add_parser(
@@ -183,19 +194,78 @@ def _heading(stats: WorkloadStats) -> list[str]:
     return lines
 
 
+def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list[BoundShares]:
+    """Transfer-bound shares on the deployment the flags give (and each --compare system)."""
+    from kvroof.analysis.workload.bound import Mode, compare_deployments
+
+    if args.model is None:
+        if args.system or args.accelerator or args.compare:
+            raise KvroofError("--model is needed for transfer-bound shares")
+        return []
+    deployments = [deployment_from_args(args)]
+    for item in args.compare:
+        system, sep, tp_text = item.partition(":")
+        tp = args.tp
+        if sep:
+            try:
+                tp = int(tp_text)
+            except ValueError:
+                raise KvroofError(f"--compare: expected SYSTEM[:TP], got {item!r}") from None
+        args_for = argparse.Namespace(**{**vars(args), "system": system, "accelerator": None,
+                                         "link": None, "tp": tp})
+        try:
+            deployments.append(deployment_from_args(args_for))
+        except KvroofError as error:
+            raise KvroofError(f"--compare {system}: {error}") from None
+    modes: list[Mode] = ["paper", "full"] if args.mode == "both" else [args.mode]
+    return compare_deployments(workload, deployments, modes)
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f} %"
+
+
+def bound_rows(shares: list[BoundShares]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the transfer-bound table."""
+    header = ["deployment", "mode", "kappa_crit", "requests", "cached tokens",
+              "TTFT serial", "TTFT layerwise", "TTFT ideal", "median TTFT layerwise"]
+    rows = []
+    for share in shares:
+        share_of = share.ttft_transfer_share or {}
+        ttft = share.ttft or {}
+        rows.append([
+            share.deployment, share.mode,
+            "per request" if share.kappa_crit is None else f"{share.kappa_crit:.3g}",
+            _percent(share.requests_transfer_bound), _percent(share.cached_tokens_transfer_bound),
+            *(_percent(share_of[m]) if m in share_of else "-" for m in
+              ("serial", "layerwise", "ideal")),
+            f"{ttft['layerwise'].p50 * 1e3:.3g} ms" if "layerwise" in ttft else "-",
+        ])
+    return header, rows
+
+
 def run_stats(args: argparse.Namespace) -> None:
     from kvroof.analysis.workload.stats import describe
 
     workload = load_from_args(args)
     stats = describe(workload)
+    shares = bound_shares_from_args(args, workload)
     if args.json:
-        print_json(stats_report(stats))
+        report = stats_report(stats)
+        if shares:
+            report["transfer_bound"] = [share.as_dict() for share in shares]
+        print_json(report)
         return
     for line in _heading(stats):
         print(line)
     print()
     header, rows = stats_rows(stats)
     print_table(rows, header=header)
+    if shares:
+        print()
+        print("transfer-bound share (TTFT columns: exposed transfer / TTFT, summed)")
+        header, rows = bound_rows(shares)
+        print_table(rows, header=header)
 
 
 def run_synth(args: argparse.Namespace) -> None:

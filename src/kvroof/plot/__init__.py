@@ -9,6 +9,7 @@ from kvroof.plot.overhead import overhead_figure
 from kvroof.plot.roofline import offload_roofline_figure
 from kvroof.plot.style import save_figure
 from kvroof.plot.what_if import what_if_figure
+from kvroof.plot.workload import workload_figure
 
 __all__ = [
     "ceilings_figure",
@@ -18,4 +19,5 @@ __all__ = [
     "save_figure",
     "ttft_breakdown_figure",
     "what_if_figure",
+    "workload_figure",
 ]

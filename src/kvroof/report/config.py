@@ -38,6 +38,23 @@ class WorkloadTrace(_Strict):
     name: str | None = None
 
 
+class WorkloadDeployment(_Strict):
+    """Hardware for the workload table: a system, or an accelerator on a link, and a TP degree."""
+
+    system: str | None = None
+    accelerator: str | None = None
+    link: str | None = None
+    tp: int = Field(1, ge=1)
+
+
+def _default_workload_deployments() -> list[WorkloadDeployment]:
+    return [
+        WorkloadDeployment(accelerator="h100-sxm", link="pcie-gen5-x16", tp=1),
+        WorkloadDeployment(accelerator="h100-sxm", link="pcie-gen5-x16", tp=8),
+        WorkloadDeployment(system="gh200", tp=1),
+    ]
+
+
 _DEFAULT_HARDWARE = [
     HardwarePair(accelerator=a, link=link)
     for a in ("a100-sxm", "h100-sxm", "b200")
@@ -70,6 +87,8 @@ class ReportConfig(_Strict):
     breakdown_tokens: tuple[float, float] = (128.0, 16384.0)
     formats: list[Literal["png", "svg", "pdf"]] = Field(default_factory=_png_only, min_length=1)
     workloads: list[WorkloadTrace] = Field(default_factory=list)
+    workload_deployments: list[WorkloadDeployment] = Field(
+        default_factory=_default_workload_deployments, min_length=1)
     synthetic_requests: int = Field(20000, ge=100)
     seed: int = 0
 
@@ -90,6 +109,17 @@ class ReportConfig(_Strict):
             ("system", "system", self.system),
             ("testbed", "system", self.testbed),
         ]
+        for i, entry in enumerate(self.workload_deployments):
+            if (entry.system is None) == (entry.accelerator is None):
+                raise SpecError("give a system or an accelerator (not both)", path,
+                                f"workload_deployments[{i}]")
+            if entry.system is not None:
+                checks.append((f"workload_deployments[{i}].system", "system", entry.system))
+            if entry.accelerator is not None:
+                checks.append((f"workload_deployments[{i}].accelerator", "accelerator",
+                               entry.accelerator))
+            if entry.link is not None:
+                checks.append((f"workload_deployments[{i}].link", "link", entry.link))
         for field, kind, name in checks:
             try:
                 registry.get(kind, name)  # type: ignore[call-overload]

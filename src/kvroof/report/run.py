@@ -144,6 +144,20 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
             "Full mode flattens where the host DRAM shared by the system's GPUs becomes the "
             "bound. Right: KV formats; smaller KV raises kappa_crit.")
 
+    def workloads() -> tuple[Figure, str]:
+        from kvroof.plot.workload import workload_figure
+        from kvroof.report.workloads import report_deployments, report_workloads
+
+        traces = report_workloads(config)
+        deps = [d for d in report_deployments(config, reg, _settings(config))
+                if d.model.name == reg.model(first).name]
+        kind = "synthetic workloads (SYNTHETIC, matched to the paper's published statistics)" \
+            if all(w.synthetic for w in traces) else "the configured traces"
+        return workload_figure(traces, deps), (
+            f"ECDFs of T, K and K/T for {kind}, {first} on "
+            + ", ".join(d.short_label.split(", ", 1)[1] for d in deps)
+            + ". The table 'Workloads: share transfer-bound' has every model and mode.")
+
     def breakdown() -> tuple[Figure, str]:
         t, k = config.breakdown_tokens
         dep = on_system(first)
@@ -159,6 +173,7 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
         ("overhead", "Overhead grid (transfer share of TTFT)", overhead),
         ("what-if", "What-ifs: link bandwidth and KV format", what_if),
         ("breakdown", "TTFT breakdown by overlap mode and TP", breakdown),
+        ("workloads", "Workload distributions and kappa_crit", workloads),
     ]
 
 
@@ -180,8 +195,12 @@ def build_report(
 
     specs = _figure_specs(config, reg)
     steps = len(specs) + 2
-    say(f"[1/{steps}] tables: paper mode, full mode, measured points, what-ifs")
+    say(f"[1/{steps}] tables: paper mode, full mode, measured points, what-ifs, workloads")
+    from kvroof.report.workloads import report_deployments, report_workloads, workload_table
+
     tables = build_tables(config, reg)
+    tables.append(workload_table(report_workloads(config),
+                                 report_deployments(config, reg, _settings(config))))
     figures = []
     for index, (key, title, make) in enumerate(specs, start=2):
         tick = time.perf_counter()
