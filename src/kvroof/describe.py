@@ -14,7 +14,7 @@ from kvroof.specs.loader import Spec
 from kvroof.specs.model import ModelSpec
 from kvroof.units import Kind, format_quantity
 
-__all__ = ["derived_figures", "spec_rows", "spec_summary"]
+__all__ = ["derived_figures", "spec_file_data", "spec_rows", "spec_summary"]
 
 
 def _kind_in(annotation: Any) -> Kind | None:
@@ -66,6 +66,43 @@ def spec_rows(spec: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
         else:
             rows.append((label, _format(value, kind)))
     return rows
+
+
+_BASE_UNITS: dict[Kind, str] = {
+    Kind.COMPUTE: "FLOPS",
+    Kind.BANDWIDTH: "B/s",
+    Kind.CAPACITY: "B",
+    Kind.POWER: "W",
+    Kind.TIME: "s",
+}
+
+
+def _file_value(value: Any, kind: Kind | None) -> Any:
+    if isinstance(value, BaseModel):
+        return _model_data(value)
+    if isinstance(value, dict):
+        return {k: _file_value(v, kind) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_file_value(v, kind) for v in value]
+    if kind is not None and isinstance(value, float):
+        return f"{value!r} {_BASE_UNITS[kind]}"  # full precision, SI base unit
+    return value
+
+
+def _model_data(spec: BaseModel) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for name, info in type(spec).model_fields.items():
+        value = getattr(spec, name)
+        if value is None or value == () or value == {} or value == "":
+            continue
+        data[name] = _file_value(value, _field_kind(info))
+    return data
+
+
+def spec_file_data(spec: Spec) -> dict[str, Any]:
+    """``spec`` as the data of a spec file (``spec:`` kind first, quantities as text with SI
+    units at full precision), ready for ``yaml.safe_dump``; loading it gives ``spec`` back."""
+    return {"spec": type(spec).kind_name, **_model_data(spec)}
 
 
 def derived_figures(spec: Spec) -> dict[str, float]:

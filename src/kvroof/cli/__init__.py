@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from kvroof import __version__
+from kvroof.cli import calibrate as calibrate_commands
 from kvroof.cli import cost as cost_commands
 from kvroof.cli import measure as measure_commands
 from kvroof.cli import plot as plot_commands
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     report_commands.register(commands)
     workload_commands.register(commands)
     measure_commands.register(commands)
+    calibrate_commands.register(commands)
     return parser
 
 

@@ -7,7 +7,13 @@ import argparse
 from typing import Any
 
 from kvroof.cli.common import registry_from_args
-from kvroof.cost.deployment import COPY_LAYOUTS, Deployment, Granularity, deployment
+from kvroof.cost.deployment import (
+    BANDWIDTH_SOURCES,
+    COPY_LAYOUTS,
+    Deployment,
+    Granularity,
+    deployment,
+)
 from kvroof.cost.flops import MLA_MODES
 from kvroof.errors import KvroofError
 from kvroof.specs.base import DTYPE_BYTES
@@ -46,12 +52,15 @@ def add_deployment_flags(
                       help="MLA prefill: expanded (vLLM/SGLang) or absorbed (default expanded)")
     tune.add_argument("--compute", metavar="FLOPS",
                       help='per-GPU peak compute override, e.g. "2000 TFLOPS"')
-    tune.add_argument("--compute-efficiency", type=float, default=1.0, metavar="F",
-                      help="fraction of peak compute achieved, in (0, 1] (default 1)")
+    tune.add_argument("--compute-efficiency", type=float, default=None, metavar="F",
+                      help="fraction of peak compute achieved, in (0, 1] (default 1, or the "
+                           "system's calibrated curve)")
     tune.add_argument("--bandwidth", metavar="BW",
                       help='per-GPU host-link bandwidth override, e.g. "15 GB/s"')
-    tune.add_argument("--bandwidth-source", default="peak", choices=("peak", "sustained"),
-                      help="link bandwidth: peak or published sustained (default peak)")
+    tune.add_argument("--bandwidth-source", default=None, choices=BANDWIDTH_SOURCES,
+                      help="link bandwidth: peak, published sustained, or the system's "
+                           "calibrated figure (default: calibrated if the system has one, else "
+                           "peak)")
     tune.add_argument("--link-efficiency", type=float, default=1.0, metavar="F",
                       help="fraction of link bandwidth achieved, in (0, 1] (default 1)")
     tune.add_argument("--latency", metavar="TIME",
@@ -63,6 +72,9 @@ def add_deployment_flags(
                       help="copies per block (default per-layer)")
     tune.add_argument("--gpus-loading", type=int, metavar="N",
                       help="GPUs loading KV at once (default: all GPUs of the system)")
+    tune.add_argument("--overlap-efficiency", type=float, default=None, metavar="F",
+                      help="share of the shorter of load and compute that overlap hides, in "
+                           "[0, 1] (default 1, or the system's calibrated value)")
     tune.add_argument("--allreduce", action="store_true",
                       help="add TP all-reduce time over the scale-up link")
     tune.add_argument("--tier", action="append", default=[], metavar="NAME=FRACTION",
@@ -107,6 +119,7 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "bandwidth": quantity_flag("--bandwidth", args.bandwidth, Kind.BANDWIDTH),
         "bandwidth_source": args.bandwidth_source,
         "link_efficiency": args.link_efficiency,
+        "overlap_efficiency": args.overlap_efficiency,
         "latency": quantity_flag("--latency", args.latency, Kind.TIME),
         "granularity": Granularity(args.block_tokens or None, args.copy_layout),
         "gpus_loading": args.gpus_loading,
@@ -117,7 +130,9 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "link_efficiency": "--link-efficiency", "gpus_loading": "--gpus-loading",
-               "tier_fractions": "--tier", "compute_dtype": "--compute-dtype"}
+               "tier_fractions": "--tier", "compute_dtype": "--compute-dtype",
+               "overlap_efficiency": "--overlap-efficiency",
+               "bandwidth_source": "--bandwidth-source"}
 
 
 def flag_error(error: KvroofError) -> KvroofError:

@@ -8,10 +8,13 @@ functions. :func:`deployment` builds one from registry names.
 Per-GPU quantities (everything is per GPU unless a name says otherwise):
 
 - peak compute: ``compute`` if given, else the accelerator's dense peak for ``compute_dtype``;
-- effective compute: peak x ``compute_efficiency``;
+- effective compute: peak x ``compute_efficiency`` (default 1, or the system's calibrated
+  curve ``max x T / (T + half)``, which depends on the new tokens T);
 - link bandwidth: ``bandwidth`` if given, else the host link's ``peak`` or ``sustained``
   (``bandwidth_source``; a system's measured ``host_link_sustained_bandwidth`` wins over the
-  link's published one), divided among the GPUs that share one host link and load at once;
+  link's published one), divided among the GPUs that share one host link and load at once, or
+  the system's ``calibrated`` per-GPU figure. The default source is ``calibrated`` on a system
+  with a calibration and ``peak`` otherwise;
 - effective bandwidth: ``min(link bandwidth x link_efficiency, host DRAM bandwidth / GPUs
   loading at once)``; the DRAM bound applies only when a system is given. ``gpus_loading``
   defaults to every GPU of the system (the worst case: all load together).
@@ -31,7 +34,7 @@ from kvroof.cost.checks import dtype_bytes, efficiency, nonnegative, positive, s
 from kvroof.cost.flops import MLA_MODES, MlaMode
 from kvroof.errors import KvroofError
 from kvroof.specs.base import DTYPE_BYTES
-from kvroof.specs.hardware import Accelerator, Link, System
+from kvroof.specs.hardware import Accelerator, Calibration, Link, System
 from kvroof.specs.model import GQAAttention, ModelSpec
 from kvroof.specs.registry import Registry, default_registry
 
@@ -43,7 +46,8 @@ __all__ = [
     "deployment",
 ]
 
-BandwidthSource = Literal["peak", "sustained"]
+BandwidthSource = Literal["peak", "sustained", "calibrated"]
+BANDWIDTH_SOURCES: tuple[BandwidthSource, ...] = ("peak", "sustained", "calibrated")
 CopyLayout = Literal["per-layer", "per-layer-kv", "per-block"]
 COPY_LAYOUTS: tuple[CopyLayout, ...] = ("per-layer", "per-layer-kv", "per-block")
 
@@ -115,11 +119,12 @@ class Deployment:
     kv_dtype: str = "bf16"
     mla_mode: MlaMode = "expanded"
     compute: ArrayLike | None = None
-    compute_efficiency: ArrayLike = 1.0
+    compute_efficiency: ArrayLike | None = None
     bandwidth: ArrayLike | None = None
-    bandwidth_source: BandwidthSource = "peak"
+    bandwidth_source: BandwidthSource | None = None
     link_efficiency: ArrayLike = 1.0
     latency: ArrayLike | None = None
+    overlap_efficiency: ArrayLike | None = None
     granularity: Granularity = field(default_factory=Granularity)
     gpus_loading: int | None = None
     allreduce: bool = False
@@ -146,18 +151,28 @@ class Deployment:
         if self.mla_mode not in MLA_MODES:
             raise KvroofError(f"mla_mode: expected one of {', '.join(MLA_MODES)}, got "
                               f"{self.mla_mode!r}")
-        if self.bandwidth_source not in ("peak", "sustained"):
+        if self.bandwidth_source is not None and self.bandwidth_source not in BANDWIDTH_SOURCES:
             raise KvroofError(
-                f"bandwidth_source: expected peak or sustained, got {self.bandwidth_source!r}"
+                f"bandwidth_source: expected one of {', '.join(BANDWIDTH_SOURCES)}, got "
+                f"{self.bandwidth_source!r}"
             )
+        if self.bandwidth_source == "calibrated" and self.calibration is None:
+            raise KvroofError("bandwidth_source: calibrated needs a system with a calibration "
+                              "(kvroof calibrate writes one)")
         if self.compute is not None:
             positive("compute", self.compute)
         if self.bandwidth is not None:
             positive("bandwidth", self.bandwidth)
         if self.latency is not None:
             nonnegative("latency", self.latency)
-        efficiency("compute_efficiency", self.compute_efficiency)
+        if self.compute_efficiency is not None:
+            efficiency("compute_efficiency", self.compute_efficiency)
         efficiency("link_efficiency", self.link_efficiency)
+        if self.overlap_efficiency is not None:
+            value = nonnegative("overlap_efficiency", self.overlap_efficiency)
+            if np.any(value > 1):
+                raise KvroofError(f"overlap_efficiency: must be in [0, 1], got "
+                                  f"{self.overlap_efficiency!r}")
         if self.gpus_loading is not None and (
             isinstance(self.gpus_loading, bool)
             or not isinstance(self.gpus_loading, int)
@@ -194,6 +209,44 @@ class Deployment:
         if total > 1.0 + 1e-12:
             raise KvroofError(f"tier_fractions: fractions add up to {total:g}, more than 1")
 
+    # -- calibration ----------------------------------------------------------------------------
+    @property
+    def calibration(self) -> Calibration | None:
+        """The system's fitted parameters, if it has any."""
+        return None if self.system is None else self.system.calibration
+
+    @property
+    def resolved_bandwidth_source(self) -> BandwidthSource:
+        """``bandwidth_source``, or its default: calibrated on a calibrated system, else peak."""
+        if self.bandwidth_source is not None:
+            return self.bandwidth_source
+        return "calibrated" if self.calibration is not None else "peak"
+
+    @property
+    def resolved_overlap_efficiency(self) -> Any:
+        """Share of the shorter of load and compute that overlap hides (default 1, or the
+        system's calibrated value)."""
+        if self.overlap_efficiency is not None:
+            return scalar_or_array(np.asarray(self.overlap_efficiency, dtype=np.float64))
+        calibration = self.calibration
+        if calibration is not None and calibration.overlap_efficiency is not None:
+            return calibration.overlap_efficiency
+        return 1.0
+
+    def compute_efficiency_at(self, new_tokens: ArrayLike) -> Any:
+        """Compute efficiency for a prefill of ``new_tokens``: the ``compute_efficiency``
+        setting, else the calibrated ``max x T / (T + half)``, else 1."""
+        if self.compute_efficiency is not None:
+            return scalar_or_array(np.asarray(self.compute_efficiency, dtype=np.float64))
+        calibration = self.calibration
+        if calibration is None:
+            return 1.0
+        t = np.asarray(new_tokens, dtype=np.float64)
+        half = calibration.compute_half_tokens
+        with np.errstate(invalid="ignore", divide="ignore"):
+            curve = np.where(t > 0, t / np.where(t + half > 0, t + half, 1.0), 1.0)
+        return scalar_or_array(calibration.compute_efficiency_max * curve)
+
     # -- compute --------------------------------------------------------------------------------
     @property
     def peak_compute(self) -> Any:
@@ -204,10 +257,14 @@ class Deployment:
 
     @property
     def effective_compute(self) -> Any:
-        """FLOP/s one GPU sustains: peak x compute efficiency."""
+        """FLOP/s one GPU sustains on large prefills: peak x compute efficiency (for a
+        calibrated curve, its maximum; :meth:`compute_efficiency_at` gives it at a given T)."""
+        if self.compute_efficiency is None and self.calibration is not None:
+            factor: Any = self.calibration.compute_efficiency_max
+        else:
+            factor = self.compute_efficiency_at(np.inf)
         return scalar_or_array(
-            np.asarray(self.peak_compute, dtype=np.float64)
-            * np.asarray(self.compute_efficiency, dtype=np.float64)
+            np.asarray(self.peak_compute, dtype=np.float64) * np.asarray(factor, dtype=np.float64)
         )
 
     # -- bandwidth ------------------------------------------------------------------------------
@@ -229,7 +286,11 @@ class Deployment:
         """Host-link bandwidth available to one GPU (bytes/s), before ``link_efficiency``."""
         if self.bandwidth is not None:
             return scalar_or_array(np.asarray(self.bandwidth, dtype=np.float64))
-        if self.bandwidth_source == "peak":
+        source = self.resolved_bandwidth_source
+        if source == "calibrated":
+            assert self.calibration is not None
+            return self.calibration.link_bandwidth  # already per GPU, as measured
+        if source == "peak":
             link_bw = self.link.peak_bandwidth
         else:
             measured = None if self.system is None else self.system.host_link_sustained_bandwidth
@@ -248,7 +309,7 @@ class Deployment:
             return math.inf
         memory = self.system.host_memory
         total = memory.bandwidth
-        if self.bandwidth_source == "sustained" and memory.measured_bandwidth_per_socket:
+        if self.resolved_bandwidth_source != "peak" and memory.measured_bandwidth_per_socket:
             total = memory.measured_bandwidth_per_socket * memory.sockets
         return total / self.num_gpus_loading
 
@@ -262,8 +323,14 @@ class Deployment:
 
     @property
     def transfer_latency(self) -> Any:
-        """Seconds per copy (the ``latency`` override or the host link's)."""
-        value = self.link.latency if self.latency is None else self.latency
+        """Seconds per copy (the ``latency`` override, else a calibrated one when the bandwidth
+        is calibrated, else the host link's)."""
+        if self.latency is not None:
+            value: Any = self.latency
+        elif self.calibration is not None and self.resolved_bandwidth_source == "calibrated":
+            value = self.calibration.link_latency
+        else:
+            value = self.link.latency
         return scalar_or_array(np.asarray(value, dtype=np.float64))
 
     @property

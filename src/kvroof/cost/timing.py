@@ -1,12 +1,15 @@
 """Compute time, and time to first token (prefill only) with and without overlap.
 
-- compute (per GPU) = prefill FLOPs / (TP x peak x compute_efficiency), plus, when
+- compute (per GPU) = prefill FLOPs / (TP x peak x compute efficiency at T), plus, when
   ``dep.allreduce``, two ring all-reduces per layer of the ``T x hidden`` activations over the
   scale-up link: ``2 x (TP-1)/TP x T x hidden x 2 B / scale-up bandwidth`` each.
 - transfer: :func:`kvroof.cost.transfer.transfer_time`.
 - overlap ``serial`` (the paper's Eq. 5): ``t_x + t_c``; ``ideal``: ``max(t_x, t_c)``;
   ``layerwise`` (load layer ``i+1`` while computing layer ``i``), with ``x = t_x/L`` and
   ``c = t_c/L``: ``x + (L-1) x max(x, c) + c``. Always ``serial >= layerwise >= ideal``.
+  An overlap efficiency ``eta`` below 1 (a calibrated system's, or the deployment's
+  ``overlap_efficiency``) hides only ``eta`` of the shorter side: each ``max(a, b)`` above
+  becomes ``max(a, b) + (1 - eta) x min(a, b)``.
 
 Result fields: ttft, compute, transfer, exposed transfer (``ttft - compute``: the transfer time
 not hidden behind compute), ``p_oh = transfer / compute`` (inf when there is transfer but no
@@ -60,20 +63,26 @@ def allreduce_time(dep: Deployment, new_tokens: ArrayLike) -> Any:
 def compute_time(dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike = 0) -> Any:
     """Seconds of prefill compute on one GPU (its TP share, plus all-reduce when enabled)."""
     flops = np.asarray(prefill_flops(dep.model, new_tokens, cached_tokens, dep.mla_mode).total)
-    rate = dep.tp * np.asarray(dep.effective_compute, dtype=np.float64)
+    efficiency = np.asarray(dep.compute_efficiency_at(new_tokens), dtype=np.float64)
+    rate = dep.tp * np.asarray(dep.peak_compute, dtype=np.float64) * efficiency
     return scalar_or_array(flops / rate + np.asarray(allreduce_time(dep, new_tokens)))
 
 
-def combine_overlap(transfer: Any, compute: Any, layers: int, overlap: Overlap) -> Any:
-    """TTFT from transfer and compute seconds under an overlap mode (broadcasts)."""
+def combine_overlap(
+    transfer: Any, compute: Any, layers: int, overlap: Overlap, efficiency: Any = 1.0
+) -> Any:
+    """TTFT from transfer and compute seconds under an overlap mode (broadcasts); ``efficiency``
+    is the share of the shorter side that overlap hides."""
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
+    eta = np.asarray(efficiency, dtype=np.float64)
+    overlapped = np.maximum(x, c) + (1.0 - eta) * np.minimum(x, c)
     if overlap == "serial":
         return scalar_or_array(x + c)
     if overlap == "ideal":
-        return scalar_or_array(np.maximum(x, c))
+        return scalar_or_array(overlapped)
     if overlap == "layerwise":
-        return scalar_or_array((x + c) / layers + (layers - 1) * np.maximum(x, c) / layers)
+        return scalar_or_array((x + c) / layers + (layers - 1) * overlapped / layers)
     raise KvroofError(f"overlap: expected one of {', '.join(OVERLAP_MODES)}, got {overlap!r}")
 
 
@@ -115,7 +124,8 @@ def _result(
 ) -> TTFTResult:
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
-    total = np.asarray(combine_overlap(x, c, dep.model.num_layers, overlap))
+    total = np.asarray(combine_overlap(x, c, dep.model.num_layers, overlap,
+                                       dep.resolved_overlap_efficiency))
     exposed = total - c
     with np.errstate(divide="ignore", invalid="ignore"):
         p_oh = np.where(c > 0, x / np.where(c > 0, c, 1.0), np.where(x > 0, np.inf, 0.0))

@@ -19,12 +19,13 @@ The per-transfer latency and the bandwidth come from a least-squares fit of
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from kvroof.cost.kv import kv_bytes_per_token_per_layer
 from kvroof.errors import KvroofError
@@ -88,7 +89,7 @@ class LinkFit:
         return copies * self.latency_s + bytes_total / self.bandwidth
 
 
-def fit_latency_bandwidth(sizes: Sequence[float], seconds: Sequence[float]) -> LinkFit:
+def fit_latency_bandwidth(sizes: ArrayLike, seconds: ArrayLike) -> LinkFit:
     """Least squares (``numpy.linalg.lstsq``) of ``time = latency + bytes / bandwidth``.
 
     Each point is weighted by 1 / its measured time, so the fit minimises *relative* residuals:

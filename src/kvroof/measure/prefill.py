@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from importlib import import_module
 from typing import Any, Literal
 
+from kvroof.cost.flops import prefill_flops
 from kvroof.errors import KvroofError
 from kvroof.measure.compute import ffn_width
 from kvroof.measure.device import (
@@ -47,7 +48,7 @@ from kvroof.measure.device import (
 )
 from kvroof.measure.progress import Progress
 from kvroof.measure.results import Measurement, PrefillRow, Row
-from kvroof.specs.model import GQAAttention, ModelSpec
+from kvroof.specs.model import DenseFFN, GQAAttention, ModelSpec
 
 __all__ = [
     "KappaCrit",
@@ -85,19 +86,21 @@ class LayerShape:
         d, q, kv = self.hidden, self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         return d * (q + 2 * kv) + q * d + 3 * d * self.intermediate + 2 * d
 
-    def flops(self, t: int, k: int) -> float:
-        """Prefill FLOP of one layer for ``t`` new tokens on ``k`` cached ones (reporting only).
+    def as_model(self, layers: int = 1) -> ModelSpec:
+        """The synthetic stack as a model spec (dense gated FFN, no sliding window), so that
+        its FLOPs and KV bytes come from kvroof's cost model like every other number."""
+        return ModelSpec(
+            name="synthetic-stack", num_layers=layers, hidden_size=self.hidden, vocab_size=1,
+            attention=GQAAttention(num_heads=self.num_heads, num_kv_heads=self.num_kv_heads,
+                                   head_dim=self.head_dim),
+            ffn=DenseFFN(kind="dense", intermediate_size=self.intermediate),
+        )
 
-        A GEMM (m x k)(k x n) is ``2mkn``: projections ``2t(d*h*dh + 2*d*hkv*dh + h*dh*d)``,
-        gated FFN ``6*t*d*ff``, attention ``4*h*dh`` per (query, key) pair with
-        ``t*k + t*(t+1)/2`` pairs (causal, diagonal included). Norms, softmax and activations
-        are not counted.
-        """
-        d, h, hkv, dh = self.hidden, self.num_heads, self.num_kv_heads, self.head_dim
-        projections = 2.0 * t * (d * h * dh + 2 * d * hkv * dh + h * dh * d)
-        ffn = 6.0 * t * d * self.intermediate
-        pairs = t * k + t * (t + 1) / 2
-        return projections + ffn + 4.0 * h * dh * pairs
+    def flops(self, t: int, k: int) -> float:
+        """Prefill FLOP of one layer for ``t`` new tokens on ``k`` cached ones: kvroof's
+        :func:`~kvroof.cost.flops.prefill_flops` without the LM head (the stack has none)."""
+        parts = prefill_flops(self.as_model(), t, k)
+        return float(parts.total - parts.lm_head)
 
 
 def layer_shape(model: ModelSpec, scale: int = 1) -> tuple[LayerShape, list[str]]:

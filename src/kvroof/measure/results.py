@@ -159,7 +159,7 @@ class PrefillRow:
         "T": "new tokens prefilled",
         "K": "cached tokens whose KV is loaded from host memory",
         "kv_bytes": "KV bytes of K tokens in the layers run (keys and values), bytes",
-        "flops": "prefill FLOP of the layers run, by the benchmark's own reporting formula "
+        "flops": "prefill FLOP of the layers run, by kvroof.cost.flops.prefill_flops "
         "(projections, attention over K + T keys, gated FFN; no LM head)",
         "compute_s": "prefill seconds with the KV already on the device (median)",
         "transfer_s": "seconds to load the K tokens' KV from host memory, one copy per layer "

@@ -119,7 +119,7 @@ def offload_roofline_figure(
             ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False,
                       title="accelerator + host link (κ_crit)", title_fontsize=8)
         tp = settings.get("tp", 1)
-        bandwidth = settings.get("bandwidth_source", "peak")
+        bandwidth = settings.get("bandwidth_source") or "peak"
         note = ("; far right: curves flatten where attention over the cached tokens keeps pace "
                 "with loading them" if mode == "full" else "; the paper's Eq. 6, no attention")
         source_line(fig, f"{mode} mode, TP {tp}, {bandwidth} link bandwidth, ideal overlap{note}")

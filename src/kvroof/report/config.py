@@ -89,6 +89,10 @@ class ReportConfig(_Strict):
     workloads: list[WorkloadTrace] = Field(default_factory=list)
     workload_deployments: list[WorkloadDeployment] = Field(
         default_factory=_default_workload_deployments, min_length=1)
+    measurements: Path | None = None
+    """A `kvroof measure` output folder: calibrate on it and add measured-vs-predicted figures."""
+    measured_system: str | None = None
+    """The system the measurements were taken on (needed with ``measurements``)."""
     synthetic_requests: int = Field(20000, ge=100)
     seed: int = 0
 
@@ -109,6 +113,11 @@ class ReportConfig(_Strict):
             ("system", "system", self.system),
             ("testbed", "system", self.testbed),
         ]
+        if self.measurements is not None and self.measured_system is None:
+            raise SpecError("measurements need measured_system (the system they were taken on)",
+                            path, "measured_system")
+        if self.measured_system is not None:
+            checks.append(("measured_system", "system", self.measured_system))
         for i, entry in enumerate(self.workload_deployments):
             if (entry.system is None) == (entry.accelerator is None):
                 raise SpecError("give a system or an accelerator (not both)", path,
@@ -148,6 +157,9 @@ def load_report_config(path: str | Path, registry: Registry) -> ReportConfig:
         field, message = validation_message(error)
         raise SpecError(message, source, field) from None
     config.check_names(registry, source)
+    if config.measurements is not None and not config.measurements.is_absolute():
+        config = config.model_copy(
+            update={"measurements": (source.parent / config.measurements).resolve()})
     for index, trace in enumerate(config.workloads):
         if not trace.path.is_absolute():
             resolved = (source.parent / trace.path).resolve()

@@ -165,7 +165,32 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
             f"{dep.short_label.rsplit(', TP', 1)[0]} at T = {t:g}, K = {k:g}: layer-wise "
             "overlap hides at most the smaller of the two times.")
 
+    measured: list[tuple[str, str, Callable[[], tuple[Figure, str]]]] = []
+    if config.measurements is not None:
+        from kvroof.measure.results import read_results
+        from kvroof.plot.calibration import link_figure, prediction_figure
+        from kvroof.report.measured import calibrate_measurements
+
+        folder = config.measurements
+        result, prefill = calibrate_measurements(config, reg)
+
+        def predictions() -> tuple[Figure, str]:
+            errors = "; ".join(f"{e.quantity} MAPE {100 * e.mape:.1f}%" for e in result.errors)
+            return prediction_figure(result, prefill), (
+                f"Measurements in {folder} against the model calibrated on them: {errors}.")
+
+        measured.append(("calibration", "Measured against predicted", predictions))
+        if (folder / "link.csv").exists():
+            def link() -> tuple[Figure, str]:
+                system = reg.system(config.measured_system or "")
+                peak = reg.link(system.host_link).peak_bandwidth
+                return link_figure(read_results(folder / "link.csv"), peak), (
+                    "Single-copy bandwidth against size with the latency + bandwidth fit and "
+                    "the host link's peak.")
+
+            measured.append(("link", "Copy bandwidth against transfer size", link))
     return [
+        *measured,
         ("roofline", "Offload roofline (full mode)", roofline("full")),
         ("roofline-paper", "Offload roofline (paper mode)", roofline("paper")),
         ("ceilings", "Three-ceiling roofline", ceilings),
@@ -201,6 +226,10 @@ def build_report(
     tables = build_tables(config, reg)
     tables.append(workload_table(report_workloads(config),
                                  report_deployments(config, reg, _settings(config))))
+    if config.measurements is not None:
+        from kvroof.report.measured import calibrate_measurements, calibration_table
+
+        tables.insert(0, calibration_table(*calibrate_measurements(config, reg)))
     figures = []
     for index, (key, title, make) in enumerate(specs, start=2):
         tick = time.perf_counter()

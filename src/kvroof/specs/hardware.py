@@ -8,7 +8,7 @@ them) can be reproduced on purpose rather than by accident.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -24,7 +24,16 @@ from kvroof.specs.base import (
     Time,
 )
 
-__all__ = ["Accelerator", "HostMemory", "Link", "LinkKind", "System", "Tier", "TierKind"]
+__all__ = [
+    "Accelerator",
+    "Calibration",
+    "HostMemory",
+    "Link",
+    "LinkKind",
+    "System",
+    "Tier",
+    "TierKind",
+]
 
 LinkKind = Literal["pcie", "nvlink-c2c", "nvlink", "cxl", "nvme", "rdma", "ethernet", "other"]
 TierKind = Literal["host-dram", "cxl", "nvme", "remote"]
@@ -130,6 +139,29 @@ class Tier(SpecModel):
     shares_host_link: bool = True
 
 
+class Calibration(SpecModel):
+    """Cost-model parameters fitted to measurements on this system (``kvroof calibrate``).
+
+    Compute efficiency at ``T`` new tokens is ``compute_efficiency_max x T / (T +
+    compute_half_tokens)`` of the accelerator's dense peak; ``link_bandwidth`` (per GPU) and
+    ``link_latency`` (per copy) replace the host link's; ``overlap_efficiency`` is the share of
+    the shorter of load and compute that overlap hides (1 = perfect). A deployment on a system
+    with a calibration uses these unless told otherwise.
+    """
+
+    kind_name: ClassVar[str] = "calibration"
+
+    compute_efficiency_max: Annotated[float, Field(gt=0, le=1)]
+    compute_half_tokens: Annotated[float, Field(ge=0)] = 0.0
+    link_bandwidth: Bandwidth
+    link_latency: Time = 0.0
+    overlap_efficiency: Annotated[float, Field(ge=0, le=1)] | None = None
+    results: str = ""
+    rows: Annotated[int, Field(ge=0)] = 0
+    fitted_at: str = ""
+    errors: dict[str, float] = Field(default_factory=dict)
+
+
 class System(SourcedSpec):
     """A machine: accelerators, their host links, host memory and further tiers.
 
@@ -148,6 +180,7 @@ class System(SourcedSpec):
     host_link_sustained_bandwidth: Bandwidth | None = None
     host_memory: HostMemory
     tiers: tuple[Tier, ...] = ()
+    calibration: Calibration | None = None
 
     @model_validator(mode="after")
     def _check(self) -> System:

@@ -188,6 +188,14 @@ class Registry:
                             stacklevel=3,
                         )
                         continue
+                    if aliases.get(alias_key, key) != key:
+                        warnings.warn(
+                            f"{entry.path}: alias {alias!r} also names "
+                            f"{self._entries[kind][aliases[alias_key]].spec.name}; it now "
+                            f"means {entry.spec.name}",
+                            SpecWarning,
+                            stacklevel=3,
+                        )
                     aliases[alias_key] = key
             self._aliases[kind] = aliases
 
