@@ -7,7 +7,7 @@ one-line error naming the file and the key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -101,6 +101,20 @@ class ReportConfig(_Strict):
     def _png_first(cls, formats: list[str]) -> list[str]:
         # the HTML embeds PNG, so PNG is always written
         return ["png", *[f for f in formats if f != "png"]]
+
+    def settings(self, **changes: Any) -> dict[str, Any]:
+        """The deployment settings the config gives (for :func:`kvroof.deployment`),
+        with ``changes`` on top."""
+        settings: dict[str, Any] = {
+            "tp": self.tp,
+            "compute_dtype": self.compute_dtype,
+            "bandwidth_source": self.bandwidth_source,
+            "compute_efficiency": self.compute_efficiency,
+            "link_efficiency": self.link_efficiency,
+            "mla_mode": self.mla_mode,
+        }
+        settings.update(changes)
+        return settings
 
     def check_names(self, registry: Registry, path: Path | str = "<config>") -> None:
         """Raise a one-line error for any unknown model, accelerator, link or system."""

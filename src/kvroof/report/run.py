@@ -38,19 +38,6 @@ class ReportResult:
     seconds: float
 
 
-def _settings(config: ReportConfig, **changes: Any) -> dict[str, Any]:
-    settings: dict[str, Any] = {
-        "tp": config.tp,
-        "compute_dtype": config.compute_dtype,
-        "bandwidth_source": config.bandwidth_source,
-        "compute_efficiency": config.compute_efficiency,
-        "link_efficiency": config.link_efficiency,
-        "mla_mode": config.mla_mode,
-    }
-    settings.update(changes)
-    return settings
-
-
 def _prepare_folder(folder: Path) -> None:
     if folder.exists() and not folder.is_dir():
         raise KvroofError(f"{folder}: exists and is not a folder")
@@ -80,15 +67,15 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
 
     first = config.models[0]
     hardware = [(p.accelerator, p.link) for p in config.hardware]
-    per_gpu = _settings(config, tp=1)
+    per_gpu = config.settings(tp=1)
 
     def on_system(model: str, **changes: Any) -> Deployment:
         return deployment(model, system=config.system, registry=reg,
-                          **_settings(config, **changes))
+                          **config.settings(**changes))
 
     def roofline(mode: str) -> Callable[[], tuple[Figure, str]]:
         def make() -> tuple[Figure, str]:
-            settings = per_gpu if mode == "full" else _settings(config, tp=1,
+            settings = per_gpu if mode == "full" else config.settings(tp=1,
                                                                 bandwidth_source="peak")
             fig = offload_roofline_figure(config.models, hardware, mode=mode,  # type: ignore[arg-type]
                                           new_tokens=config.new_tokens, registry=reg,
@@ -129,7 +116,7 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
 
     def overhead() -> tuple[Figure, str]:
         dep = deployment(first, system=config.testbed, registry=reg,
-                         **_settings(config, bandwidth_source="sustained"))
+                         **config.settings(bandwidth_source="sustained"))
         share = float(ttft(dep, 64, 65536).transfer_share)
         share_8k = float(ttft(dep, 128, 8192).transfer_share)
         return overhead_figure(dep), (
@@ -149,7 +136,7 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
         from kvroof.report.workloads import report_deployments, report_workloads
 
         traces = report_workloads(config)
-        deps = [d for d in report_deployments(config, reg, _settings(config))
+        deps = [d for d in report_deployments(config, reg, config.settings())
                 if d.model.name == reg.model(first).name]
         kind = "synthetic workloads (SYNTHETIC, matched to the paper's published statistics)" \
             if all(w.synthetic for w in traces) else "the configured traces"
@@ -225,7 +212,7 @@ def build_report(
 
     tables = build_tables(config, reg)
     tables.append(workload_table(report_workloads(config),
-                                 report_deployments(config, reg, _settings(config))))
+                                 report_deployments(config, reg, config.settings())))
     if config.measurements is not None:
         from kvroof.report.measured import calibrate_measurements, calibration_table
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from kvroof.analysis.paper import (
     BINARY_MEGA,
@@ -108,7 +107,7 @@ def _paper_grid(reg: Registry, config: ReportConfig) -> Table:
 
 def _full_grid(reg: Registry, config: ReportConfig) -> Table:
     rows, notes = [], []
-    settings = _settings(config)
+    settings = config.settings()
     for name in config.paper_models:
         model = reg.model(name)
         cells = [model.label]
@@ -139,17 +138,6 @@ def _full_grid(reg: Registry, config: ReportConfig) -> Table:
                     "link, not a system). Each sentence below walks from the paper's value to "
                     "this one, one change at a time.")
     return Table("full_grid", title, header, rows, notes)
-
-
-def _settings(config: ReportConfig) -> dict[str, Any]:
-    return {
-        "tp": config.tp,
-        "compute_dtype": config.compute_dtype,
-        "bandwidth_source": config.bandwidth_source,
-        "compute_efficiency": config.compute_efficiency,
-        "link_efficiency": config.link_efficiency,
-        "mla_mode": config.mla_mode,
-    }
 
 
 def _measured(reg: Registry, config: ReportConfig) -> Table:
@@ -183,7 +171,7 @@ def _measured(reg: Registry, config: ReportConfig) -> Table:
 def _what_if(reg: Registry, config: ReportConfig) -> Table:
     rows = []
     for name in config.models:
-        base = deployment(name, system=config.system, registry=reg, **_settings(config))
+        base = deployment(name, system=config.system, registry=reg, **config.settings())
         for row in what_if_table(base, config.new_tokens):
             rows.append([reg.model(name).label, row.scenario, row.change,
                          f"{row.kv_bytes_per_token / 1e3:.1f} kB",
