@@ -36,7 +36,8 @@ def kappa_vs_t_figure(
         for index, (dep, name) in enumerate(zip(deployments, names, strict=True)):
             values = np.asarray(kappa_crit(dep, t).kappa_crit, dtype=float)
             finite = np.isfinite(values)
-            ax.plot(t[finite], values[finite], color=color(index), linewidth=1.8, label=name,
+            shown = name if finite.any() else f"{name} (never transfer-bound)"
+            ax.plot(t[finite], values[finite], color=color(index), linewidth=1.8, label=shown,
                     gid=f"full:{name}")
             paper = float(kappa_paper_for(dep).kappa_crit)
             ax.axhline(paper, color=color(index), linestyle="--", linewidth=1.0,
