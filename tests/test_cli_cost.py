@@ -104,7 +104,7 @@ def test_ttft_table(capsys: pytest.CaptureFixture[str]) -> None:
         (["ttft", "--model", "qwen3-32b", "--accelerator", "h100", "--new-tokens", "1",
           "--cached-tokens", "3", "--tier", "x"], "--tier"),
         (["ttft", "--model", "qwen3-32b", "--accelerator", "h100", "--new-tokens", "1",
-          "--cached-tokens", "-3"], "cached_tokens: must not be negative"),
+          "--cached-tokens", "-3"], "--cached-tokens: must not be negative"),
         (["ttft", "--model", "qwen3-32b", "--system", "dgx-h100", "--new-tokens", "1",
           "--cached-tokens", "3", "--tier", "tape=0.5"], "--tier: dgx-h100 has no tier 'tape'"),
     ],

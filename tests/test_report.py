@@ -105,6 +105,8 @@ def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         ("hardware: [{accelerator: h100}]\n", "hardware.[0].link: missing field"),
         ("formats: [gif]\n", "formats.[0]"),
         ("workload_deployments: [{tp: 2}]\n", "workload_deployments[0]: give a system"),
+        ("system: gh200\n", "tp: 8 exceeds the 1 GPUs of gh200"),
+        ("compute_dtype: fp4\n", "compute_dtype: h100-sxm has no published peak for fp4"),
         ("models: [unclosed\n", "malformed YAML"),
         ("- a list\n", "expected a mapping"),
     ],
@@ -177,3 +179,24 @@ def test_cli_plot_bad_output(capsys: pytest.CaptureFixture[str], tmp_path: Path)
         code, _, err = run(capsys, "plot", "breakdown", "--model", "qwen3-32b", "--system",
                            "dgx-h100", "-o", str(target))
         assert code == 2 and fragment in err
+
+
+def test_cli_plot_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A what-if where every KV format is never transfer-bound still draws; a roofline for a
+    system uses the system (its measured 15 GB/s), not just its accelerator and link."""
+    code, _, err = run(capsys, "plot", "what-if", "--model", "deepseek-v3", "--accelerator",
+                       "gh200", "-o", str(tmp_path / "w.png"))
+    assert code == 0, err
+    from kvroof.cost.deployment import deployment
+    from kvroof.cost.kappa import kappa_crit
+    from kvroof.plot import offload_roofline_figure
+
+    fig = offload_roofline_figure(["qwen3-235b-a22b"], ["paper-testbed"], registry=REG,
+                                  bandwidth_source="sustained")
+    (line,) = [a for a in fig.findobj() if a.get_gid() == "kappa-crit:paper-testbed-8x-h100"]
+    dep = deployment("qwen3-235b-a22b", system="paper-testbed", registry=REG,
+                     bandwidth_source="sustained")
+    assert line.get_xdata()[0] == pytest.approx(float(kappa_crit(dep, 128).kappa_crit))  # type: ignore[attr-defined]
+    code, _, err = run(capsys, "plot", "roofline", "--system", "paper-testbed", "--model",
+                       "qwen3-235b-a22b", "-o", str(tmp_path / "r.png"))
+    assert code == 0, err

@@ -264,3 +264,32 @@ def test_transfer_bound_compute_by_hand() -> None:
     flops = compute_time(dep, t, k) * 989.4e12
     expected = flops / transfer_time(dep, k)
     assert transfer_bound_compute(dep, t, 100).value == pytest.approx(expected, rel=1e-6)
+
+
+def test_band_of_small_k_is_not_a_kappa_crit() -> None:
+    """A fixed per-request cost (a whole-request copy of 1 ms) makes small K transfer-bound, but
+    expanded MLA adds more compute per cached token than it costs to load: no K/T above which
+    prefill stays transfer-bound, so inf, with the reason, and ttft agrees at large K."""
+    dep = h100("deepseek-v3", latency=1e-3, granularity=Granularity(None, "per-block"))
+    result = kappa_crit(dep, 1)
+    assert result.kappa_crit == np.inf
+    assert "fixed per-request transfer cost" in result.reason
+    assert ttft(dep, 1, 1).bound == "transfer" and ttft(dep, 1, 1e6).bound == "compute"
+    numeric = kappa_crit(dataclasses.replace(dep), 1, "root-finding")
+    assert numeric.kappa_crit == np.inf
+
+
+def test_largest_t_with_calibrated_efficiency_by_brute_force() -> None:
+    """With eff(T) = 0.6 T / (T + 400) and expanded MLA, s(T) is not linear in T; scan T."""
+    from kvroof.specs.hardware import Calibration
+
+    testbed = REG.system("paper-testbed")
+    calibrated = testbed.model_copy(update={"calibration": Calibration(
+        compute_efficiency_max=0.6, compute_half_tokens=400, link_bandwidth=15e9,
+        link_latency=2e-6)})
+    dep = deployment("deepseek-v3", system=calibrated, registry=REG, tp=8)
+    t_max = float(max_new_tokens_for_crossover(dep))
+    scan = np.arange(1, 20_000)
+    finite = np.isfinite(np.asarray(kappa_crit(dep, scan).kappa_crit))
+    assert finite.any()
+    assert scan[finite].max() == pytest.approx(t_max, abs=1.0)

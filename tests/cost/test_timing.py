@@ -234,3 +234,25 @@ def test_breakdown_parts() -> None:
     parts = transfer_breakdown(h100(), 512)
     assert parts.copies == 94 * 2
     assert parts.latency_time == pytest.approx(94 * 2 * 2e-6)
+
+
+def test_system_measurement_only_for_its_own_link() -> None:
+    """The testbed's 15 GB/s was measured on its PCIe Gen5 link: a C2C what-if on the same
+    system uses the C2C link's own sustained figure, not 15 GB/s."""
+    on_c2c = deployment(QWEN, system="paper-testbed", registry=REG, link="nvlink-c2c",
+                        bandwidth_source="sustained", gpus_loading=1)
+    assert on_c2c.link_bandwidth == REG.link("nvlink-c2c").sustained_bandwidth
+
+
+def test_sliding_layers_copy_only_their_window() -> None:
+    """gpt-oss at K = 65,536, 256-token blocks, one copy per layer per block: 18 full layers x
+    256 blocks + 18 sliding layers x 128/256 of a block = 4,617 copies."""
+    dep = h100("gpt-oss-120b")
+    assert dep.granularity.transfers(dep.model, 65536) == pytest.approx(18 * 256 + 18 * 0.5)
+
+
+def test_gpus_loading_and_token_bounds() -> None:
+    with pytest.raises(KvroofError, match="gpus_loading: 100 exceeds the 8 GPUs"):
+        deployment(QWEN, system="dgx-h100", registry=REG, gpus_loading=100)
+    with pytest.raises(KvroofError, match="new_tokens: at most"):
+        ttft(h100(), 1e300, 1)

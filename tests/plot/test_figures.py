@@ -190,3 +190,11 @@ def test_workload_figure_lines_and_shares() -> None:
     text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
     assert f"sharegpt {100 * share:.0f}%" in text
     labels_have_units(fig)
+
+
+def test_overhead_sorts_its_axes() -> None:
+    dep = deployment("qwen3-235b-a22b", accelerator="h100", registry=REG)
+    a = overhead_figure(dep, [65536, 1024, 8192], [2048, 64])
+    b = overhead_figure(dep, [1024, 8192, 65536], [64, 2048])
+    labels = [t.get_text() for t in a.axes[0].get_xticklabels()]
+    assert labels == [t.get_text() for t in b.axes[0].get_xticklabels()] == ["1K", "8K", "64K"]

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from kvroof.cli.common import print_json, print_table
-from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
+from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args, flag_error
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
@@ -97,7 +97,10 @@ def run_kappa(args: argparse.Namespace) -> None:
     if not (args.new_tokens > 0 and math.isfinite(args.new_tokens)):
         raise KvroofError(f"--new-tokens: must be positive, got {args.new_tokens:g}")
     dep = deployment_from_args(args)
-    report = kappa_report(dep, args.mode, args.new_tokens)
+    try:
+        report = kappa_report(dep, args.mode, args.new_tokens)
+    except KvroofError as error:
+        raise flag_error(error) from None
     if args.json:
         print_json(report)
         return
@@ -136,7 +139,10 @@ def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
 
 def run_ttft(args: argparse.Namespace) -> None:
     dep = deployment_from_args(args)
-    report = ttft_report(dep, args.new_tokens, args.cached_tokens, args.overlap)
+    try:
+        report = ttft_report(dep, args.new_tokens, args.cached_tokens, args.overlap)
+    except KvroofError as error:
+        raise flag_error(error) from None
     if args.json:
         print_json(report)
         return

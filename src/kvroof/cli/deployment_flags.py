@@ -132,15 +132,21 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "link_efficiency": "--link-efficiency", "gpus_loading": "--gpus-loading",
                "tier_fractions": "--tier", "compute_dtype": "--compute-dtype",
                "overlap_efficiency": "--overlap-efficiency",
-               "bandwidth_source": "--bandwidth-source"}
+               "bandwidth_source": "--bandwidth-source", "compute": "--compute",
+               "bandwidth": "--bandwidth", "latency": "--latency",
+               "new_tokens": "--new-tokens", "cached_tokens": "--cached-tokens",
+               "kv_dtype": "--kv-dtype", "mla_mode": "--mla"}
 
 
 def flag_error(error: KvroofError) -> KvroofError:
-    """The same error with a settings field name replaced by its flag."""
+    """The same error with a settings field name (``tier_fractions.x`` too) replaced by its
+    flag."""
     message = str(error)
     field = message.split(":", 1)[0]
-    if field in _FLAG_NAMES:
-        return KvroofError(_FLAG_NAMES[field] + message[len(field):])
+    name = field.split(".", 1)[0]
+    if name in _FLAG_NAMES and " " not in field:
+        detail = field[len(name):].replace(".", " ", 1)
+        return KvroofError(_FLAG_NAMES[name] + detail + message[len(field):])
     return error
 
 

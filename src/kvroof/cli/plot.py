@@ -121,16 +121,19 @@ def _draw(args: argparse.Namespace) -> Any:
                 raise KvroofError(f"--hardware: expected ACCELERATOR:LINK, got {item!r}")
             pairs.append((accelerator, link))
         registry = registry_from_args(args)
-        if not pairs and args.accelerator:
+        hardware: list[plot.roofline.Hardware] = list(pairs)
+        if args.system:
+            if args.link:
+                raise KvroofError("--link: the roofline takes a --system as it is; use "
+                                  "--hardware ACCELERATOR:LINK for another link")
+            hardware.append(registry.system(args.system).name)
+        if args.accelerator:
             accelerator = registry.accelerator(args.accelerator)
-            pairs = [(accelerator.name, args.link or accelerator.host_link)]
-        if not pairs and args.system:
-            system = registry.system(args.system)
-            pairs = [(system.accelerator, args.link or system.host_link)]
+            hardware.append((accelerator.name, args.link or accelerator.host_link))
         try:
             return plot.offload_roofline_figure(
                 _models(args, ["qwen3-235b-a22b", "deepseek-v3"]),
-                pairs or plot.roofline.DEFAULT_HARDWARE,
+                hardware or plot.roofline.DEFAULT_HARDWARE,
                 mode=args.mode, new_tokens=args.new_tokens, y=args.y,
                 workload_medians=None if args.no_workloads else plot.roofline.WORKLOAD_MEDIANS,
                 registry=registry, **settings_from_args(args),
@@ -161,8 +164,14 @@ def _draw(args: argparse.Namespace) -> Any:
     if args.figure == "what-if":
         return plot.what_if_figure(_deployments(args), args.new_tokens,
                                    registry=registry_from_args(args))
-    return plot.ttft_breakdown_figure(_deployments(args)[0], args.new_tokens,
-                                      args.cached_tokens, _int_list("--tps", args.tps))
+    tps = _int_list("--tps", args.tps)
+    try:
+        return plot.ttft_breakdown_figure(_deployments(args)[0], args.new_tokens,
+                                          args.cached_tokens, tps)
+    except KvroofError as error:
+        if str(error).startswith("tp:"):
+            raise KvroofError(f"--tps {args.tps}: {error}") from None
+        raise flag_error(error) from None
 
 
 def run_plot(args: argparse.Namespace) -> None:

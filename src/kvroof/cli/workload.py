@@ -274,6 +274,10 @@ def run_synth(args: argparse.Namespace) -> None:
 
     output = Path(args.output)
     table_kind(output)  # check the extension before drawing
+    if args.n < 1:
+        raise KvroofError(f"-n: must be a positive number of requests, got {args.n}")
+    if args.seed < 0:
+        raise KvroofError(f"--seed: must not be negative, got {args.seed}")
     workload = synthesize(args.kind, args.n, args.seed)
     write_table(workload, output)
     print(f"wrote {len(workload):,} SYNTHETIC requests ({workload.name}, seed {args.seed}) "

@@ -10,7 +10,16 @@ from numpy.typing import ArrayLike, NDArray
 from kvroof.errors import KvroofError
 from kvroof.specs.base import DTYPE_BYTES
 
-__all__ = ["FloatArray", "dtype_bytes", "efficiency", "nonnegative", "positive", "scalar_or_array"]
+__all__ = [
+    "MAX_TOKENS",
+    "FloatArray",
+    "dtype_bytes",
+    "efficiency",
+    "nonnegative",
+    "positive",
+    "scalar_or_array",
+    "token_count",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -32,6 +41,19 @@ def nonnegative(name: str, value: ArrayLike) -> FloatArray:
     array = _as_float_array(name, value)
     if np.any(array < 0):
         raise KvroofError(f"{name}: must not be negative, got {value!r}")
+    return array
+
+
+MAX_TOKENS = 1e15
+"""Token counts above this are input errors (and would overflow the FLOP counts)."""
+
+
+def token_count(name: str, value: ArrayLike, *, at_least_one: bool = False) -> FloatArray:
+    """A token count (or array of them): finite, >= 0 (> 0 with ``at_least_one``), and at most
+    :data:`MAX_TOKENS`."""
+    array = positive(name, value) if at_least_one else nonnegative(name, value)
+    if np.any(array > MAX_TOKENS):
+        raise KvroofError(f"{name}: at most {MAX_TOKENS:.0e} tokens, got {value!r}")
     return array
 
 

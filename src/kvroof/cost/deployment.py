@@ -30,7 +30,14 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import dtype_bytes, efficiency, nonnegative, positive, scalar_or_array
+from kvroof.cost.checks import (
+    dtype_bytes,
+    efficiency,
+    nonnegative,
+    positive,
+    scalar_or_array,
+    token_count,
+)
 from kvroof.cost.flops import MLA_MODES, MlaMode
 from kvroof.errors import KvroofError
 from kvroof.specs.base import DTYPE_BYTES
@@ -92,12 +99,18 @@ class Granularity:
         return model.num_layers * tensors
 
     def transfers(self, model: ModelSpec, cached_tokens: ArrayLike) -> Any:
-        """Number of copies (amortized) to move ``cached_tokens`` tokens."""
-        k = nonnegative("cached_tokens", cached_tokens)
+        """Number of copies (amortized) to move ``cached_tokens`` tokens. A sliding-window
+        layer holds at most ``W`` tokens, so it needs only the blocks of those."""
+        k = token_count("cached_tokens", cached_tokens)
         copies = float(self.copies_per_block(model))
         if self.block_tokens is None:
             return scalar_or_array(np.where(k > 0, copies, 0.0))
-        return scalar_or_array(copies * k / self.block_tokens)
+        if model.sliding_window is None or self.layout == "per-block":
+            return scalar_or_array(copies * k / self.block_tokens)
+        per_layer = copies / model.num_layers
+        held = (model.num_full_layers * k
+                + model.num_sliding_layers * np.minimum(k, model.sliding_window.size))
+        return scalar_or_array(per_layer * held / self.block_tokens)
 
 
 @dataclass(frozen=True)
@@ -180,6 +193,12 @@ class Deployment:
         ):
             raise KvroofError(f"gpus_loading: expected a positive integer, got "
                               f"{self.gpus_loading!r}")
+        if (self.gpus_loading is not None and self.system is not None
+                and self.gpus_loading > self.system.num_accelerators):
+            raise KvroofError(
+                f"gpus_loading: {self.gpus_loading} exceeds the {self.system.num_accelerators} "
+                f"GPUs of {self.system.name}"
+            )
         if self.allreduce and self.tp > 1 and self.accelerator.scale_up_bandwidth is None:
             raise KvroofError(
                 f"allreduce: {self.accelerator.name} has no scale-up bandwidth for a TP all-reduce"
@@ -293,7 +312,9 @@ class Deployment:
         if source == "peak":
             link_bw = self.link.peak_bandwidth
         else:
-            measured = None if self.system is None else self.system.host_link_sustained_bandwidth
+            measured = None
+            if self.system is not None and self.link.name == self.system.host_link:
+                measured = self.system.host_link_sustained_bandwidth  # measured on this link
             link_bw = measured or self.link.sustained_bandwidth or math.nan
             if math.isnan(link_bw):
                 raise KvroofError(

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import FloatArray, nonnegative, scalar_or_array
+from kvroof.cost.checks import FloatArray, scalar_or_array, token_count
 from kvroof.errors import KvroofError
 from kvroof.specs.model import GQAAttention, MLAAttention, ModelSpec, MoEFFN
 
@@ -70,8 +70,8 @@ def attention_pairs(
     Full attention: ``T*K + T*(T+1)/2``. Window ``W``: the query at absolute position ``p`` sees
     ``min(p+1, W)`` keys, summed over ``p = K .. K+T-1``.
     """
-    t = nonnegative("new_tokens", new_tokens)
-    k = nonnegative("cached_tokens", cached_tokens)
+    t = token_count("new_tokens", new_tokens)
+    k = token_count("cached_tokens", cached_tokens)
     if window is None:
         return scalar_or_array(t * k + t * (t + 1.0) / 2.0)
     return scalar_or_array(_window_prefix_sum(k + t, window) - _window_prefix_sum(k, window))
@@ -171,8 +171,8 @@ def prefill_flops(
     The conventions are in the module docstring. Arrays of T and K broadcast.
     """
     _check_mla_mode(mla_mode)
-    t = nonnegative("new_tokens", new_tokens)
-    k = nonnegative("cached_tokens", cached_tokens)
+    t = token_count("new_tokens", new_tokens)
+    k = token_count("cached_tokens", cached_tokens)
     t, k = np.broadcast_arrays(t, k)
     layers = model.num_layers
     per_pair = _flops_per_pair(model, mla_mode)

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import FloatArray, nonnegative, positive, scalar_or_array
+from kvroof.cost.checks import FloatArray, nonnegative, positive, scalar_or_array, token_count
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kv import kv_bytes_per_token
 from kvroof.cost.params import param_counts
@@ -52,6 +52,8 @@ _K_REF = float(2**30)  # far beyond any sliding window: the affine regime
 _K_MAX = 1e13  # the root finder looks for a crossover below this many cached tokens
 _NEVER = "never transfer-bound at this T: each cached token adds at least as much compute " \
          "(attention over it) as it costs to load"
+_BAND = "not transfer-bound at large K: a fixed per-request transfer cost makes small K " \
+        "transfer-bound, but each cached token adds more compute than transfer"
 
 
 # -- paper mode -------------------------------------------------------------------------------
@@ -143,27 +145,29 @@ def _affine_coefficients(dep: Deployment, t: FloatArray) -> tuple[FloatArray, ..
     return x1 - slope_x * _K_REF, slope_x, c0, slope_c
 
 
-def _closed_form(dep: Deployment, t: FloatArray) -> FloatArray:
+def _closed_form(dep: Deployment, t: FloatArray) -> tuple[FloatArray, Any]:
+    """K* (start of the transfer-bound region that extends to any K) and why it is inf."""
     x0, x, c0, s = _affine_coefficients(dep, t)
     gap = np.broadcast_to(x - s, np.broadcast_shapes(np.shape(x - s), t.shape, np.shape(c0)))
-    head = c0 - x0
+    head = np.broadcast_to(c0 - x0, gap.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
-        k_star = np.where(gap > 0, head / np.where(gap > 0, gap, 1.0), np.inf)
-    # A fixed per-request transfer cost above the compute makes any K > 0 transfer-bound.
-    return np.where(head <= 0, 0.0, k_star)
+        k_star = np.where(gap > 0, np.maximum(head, 0.0) / np.where(gap > 0, gap, 1.0), np.inf)
+    reason = np.where(gap > 0, "", np.where(head <= 0, _BAND, _NEVER))
+    return k_star, reason
 
 
-def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> FloatArray:
-    """First K where transfer >= compute: scan a log grid, then bisect the bracket."""
+def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> tuple[FloatArray, Any]:
+    """K* above which transfer >= compute up to 1e13 tokens: the last sign change on a log
+    grid, then bisection in that bracket."""
     grid = np.concatenate([[0.0], np.geomspace(1e-3, _K_MAX, points)])
     shape = np.broadcast_shapes(t.shape, np.shape(_difference(dep, t, 1.0)))
     ks = grid.reshape((-1,) + (1,) * len(shape))
     diff = np.broadcast_to(_difference(dep, t, ks), (grid.size, *shape))
-    crossed = diff >= 0
-    found = crossed.any(axis=0)
-    first = np.argmax(crossed, axis=0)
-    hi = grid[first]
-    lo = grid[np.maximum(first - 1, 0)]
+    below = diff < 0  # at K = 0 there is compute and no transfer, so index 0 is below
+    last_below = grid.size - 1 - np.argmax(below[::-1], axis=0)
+    found = last_below < grid.size - 1
+    lo = grid[last_below]
+    hi = grid[np.minimum(last_below + 1, grid.size - 1)]
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         above = _difference(dep, t, mid) >= 0
@@ -171,7 +175,7 @@ def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> FloatArr
         lo = np.where(above, lo, mid)
         if np.all(hi - lo <= 1e-12 * np.maximum(hi, 1.0)):
             break
-    return np.where(found, np.where(first == 0, 0.0, hi), np.inf)
+    return np.where(found, hi, np.inf), np.where(found, "", _NEVER)
 
 
 def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") -> KappaResult:
@@ -180,7 +184,7 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
     ``method``: ``closed-form`` (needs no sliding window), ``root-finding``, or ``auto``
     (closed form when it applies).
     """
-    t = positive("new_tokens", new_tokens)
+    t = token_count("new_tokens", new_tokens, at_least_one=True)
     if method == "auto":
         method = "closed-form" if dep.model.sliding_window is None else "root-finding"
     if method == "closed-form":
@@ -189,13 +193,12 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
                 f"method: {dep.model.name} has sliding-window layers, so transfer and compute "
                 "are not affine in K; use root-finding"
             )
-        k_star = _closed_form(dep, t)
+        k_star, reason = _closed_form(dep, t)
     elif method == "root-finding":
-        k_star = _root_finding(dep, t)
+        k_star, reason = _root_finding(dep, t)
     else:
         raise KvroofError(f"method: expected auto, closed-form or root-finding, got {method!r}")
     never = np.isinf(k_star)
-    reason = np.where(never, _NEVER, "")
     return KappaResult(
         new_tokens=scalar_or_array(np.broadcast_to(t, k_star.shape).astype(np.float64)),
         kappa_crit=scalar_or_array(k_star / t),
@@ -206,27 +209,41 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
     )
 
 
-def max_new_tokens_for_crossover(dep: Deployment) -> Any:
-    """The largest T at which prefill can still turn transfer-bound for some K (inf if any T).
+def max_new_tokens_for_crossover(dep: Deployment, t_max: float = 1e12) -> Any:
+    """The largest T at which prefill still turns transfer-bound for large K (inf when it does
+    at every T up to ``t_max``; 0 when at none).
 
-    Compute added per cached token grows with T (attention); transfer per cached token does
-    not. The crossover exists while ``x > s(T) = s1 + (T - 1) (s2 - s1)`` in the affine regime
-    (K beyond any sliding window)."""
+    For K beyond any sliding window each cached token costs ``x`` seconds to load and adds
+    ``s(T)`` seconds of compute (attention of the T new tokens over it, the MLA up-projection);
+    a crossover exists while ``x > s(T)``. ``s`` is read off :func:`compute_time` on a log grid
+    of T and the last sign change is bisected, so calibrated efficiency curves (which make ``s``
+    non-linear in T) are handled too."""
     x1 = np.asarray(transfer_time(dep, _K_REF), dtype=np.float64)
     x = (np.asarray(transfer_time(dep, 2 * _K_REF), dtype=np.float64) - x1) / _K_REF
 
-    def slope(t: float) -> FloatArray:
+    def margin(t: Any) -> FloatArray:
         c1 = np.asarray(compute_time(dep, t, _K_REF), dtype=np.float64)
         c2 = np.asarray(compute_time(dep, t, 2 * _K_REF), dtype=np.float64)
-        result: FloatArray = (c2 - c1) / _K_REF
+        result: FloatArray = x - (c2 - c1) / _K_REF
         return result
 
-    s1, s2 = slope(1.0), slope(2.0)
-    per_token = s2 - s1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_max = np.where(per_token > 0, 1.0 + (x - s1) / np.where(per_token > 0, per_token, 1.0),
-                         np.inf)
-    return scalar_or_array(np.maximum(t_max, 0.0))
+    grid = np.geomspace(1e-2, t_max, 300)
+    shape = np.shape(margin(1.0))
+    values = np.broadcast_to(margin(grid.reshape((-1,) + (1,) * len(shape))),
+                             (grid.size, *shape))
+    crossing = values > 0
+    last = grid.size - 1 - np.argmax(crossing[::-1], axis=0)
+    any_crossing = crossing.any(axis=0)
+    at_top = crossing[-1]
+    lo = np.log(grid[last])
+    hi = np.log(grid[np.minimum(last + 1, grid.size - 1)])
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        positive_here = margin(np.exp(mid)) > 0
+        lo = np.where(positive_here, mid, lo)
+        hi = np.where(positive_here, hi, mid)
+    result = np.where(at_top, np.inf, np.where(any_crossing, np.exp(lo), 0.0))
+    return scalar_or_array(result)
 
 
 # -- inverse solvers --------------------------------------------------------------------------
@@ -262,7 +279,7 @@ def required_bandwidth(
 
     ``inf`` when no link bandwidth suffices (host DRAM share, per-copy latency or a tier path
     bounds the transfer)."""
-    t = positive("new_tokens", new_tokens)
+    t = token_count("new_tokens", new_tokens, at_least_one=True)
     k = nonnegative("kappa_ratio", kappa_ratio) * t
     c = np.asarray(compute_time(dep, t, k))
     shape = np.broadcast_shapes(c.shape, k.shape)
@@ -285,7 +302,7 @@ def transfer_bound_compute(
 
     ``inf`` when no compute makes it transfer-bound (the TP all-reduce alone outlasts the
     transfer)."""
-    t = positive("new_tokens", new_tokens)
+    t = token_count("new_tokens", new_tokens, at_least_one=True)
     k = nonnegative("kappa_ratio", kappa_ratio) * t
     x = np.asarray(transfer_time(dep, k))
     shape = np.broadcast_shapes(x.shape, t.shape)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import dtype_bytes, nonnegative, scalar_or_array
+from kvroof.cost.checks import dtype_bytes, scalar_or_array, token_count
 from kvroof.specs.model import GQAAttention, ModelSpec
 
 __all__ = [
@@ -50,7 +50,7 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16") -> float:
 
 def kv_bytes(model: ModelSpec, cached_tokens: ArrayLike, kv_dtype: str = "bf16") -> Any:
     """Bytes of KV cache for ``cached_tokens`` tokens of one request (broadcasts over arrays)."""
-    k = nonnegative("cached_tokens", cached_tokens)
+    k = token_count("cached_tokens", cached_tokens)
     per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
     total = model.num_full_layers * per_layer * k
     if model.sliding_window is not None:

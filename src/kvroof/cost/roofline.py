@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import nonnegative, positive, scalar_or_array
+from kvroof.cost.checks import nonnegative, scalar_or_array, token_count
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_paper_for
@@ -45,7 +45,7 @@ def offload_roofline(
 ) -> RooflinePoints:
     """Attainable compute per GPU against ``kappa_ratio`` (ideal overlap of load and compute)."""
     ratio = nonnegative("kappa_ratio", kappa_ratio)
-    t = float(positive("new_tokens", new_tokens))
+    t = float(token_count("new_tokens", new_tokens, at_least_one=True))
     if mode == "paper":
         paper = kappa_paper_for(dep)
         compute = float(paper.compute)

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import nonnegative, scalar_or_array
+from kvroof.cost.checks import scalar_or_array, token_count
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.transfer import transfer_time
@@ -51,7 +51,7 @@ ACTIVATION_BYTES = 2.0  # bf16 activations in the all-reduce
 
 def allreduce_time(dep: Deployment, new_tokens: ArrayLike) -> Any:
     """TP all-reduce seconds for a prefill of ``new_tokens`` (0 unless ``dep.allreduce``)."""
-    t = nonnegative("new_tokens", new_tokens)
+    t = token_count("new_tokens", new_tokens)
     if not dep.allreduce or dep.tp == 1:
         return scalar_or_array(np.zeros_like(t))
     assert dep.accelerator.scale_up_bandwidth is not None
@@ -181,8 +181,8 @@ def ttft_batch(
     """TTFT of a batch prefilled together: the requests' compute and transfer times add up
     (the last axis of the broadcast T and K is the batch), then the overlap mode applies."""
     mode = _check_overlap(overlap)
-    t = nonnegative("new_tokens", new_tokens)
-    k = nonnegative("cached_tokens", cached_tokens)
+    t = token_count("new_tokens", new_tokens)
+    k = token_count("cached_tokens", cached_tokens)
     t, k = np.broadcast_arrays(t, k)
     if t.ndim == 0:
         t, k = t[None], k[None]

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import nonnegative, scalar_or_array
+from kvroof.cost.checks import scalar_or_array, token_count
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kv import kv_bytes
 from kvroof.specs.model import GQAAttention
@@ -63,7 +63,7 @@ class TransferBreakdown:
 
 def transfer_breakdown(dep: Deployment, cached_tokens: ArrayLike) -> TransferBreakdown:
     """Bytes, copies and time to load ``cached_tokens`` tokens to one GPU."""
-    k = nonnegative("cached_tokens", cached_tokens)
+    k = token_count("cached_tokens", cached_tokens)
     size = np.asarray(kv_bytes_per_rank(dep, k), dtype=np.float64)
     copies = np.asarray(dep.granularity.transfers(dep.model, k), dtype=np.float64)
     latency_time = copies * np.asarray(dep.transfer_latency, dtype=np.float64)

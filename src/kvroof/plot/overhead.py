@@ -30,8 +30,8 @@ def overhead_figure(
 ) -> Figure:
     """Heatmap of ``metric`` with K on x and T on y (cells annotated), and the P_OH = 1 contour
     (``gid`` ``"contour:p_oh=1"``) drawn on the continuous grid."""
-    k = np.asarray(cached_tokens, dtype=float)
-    t = np.asarray(new_tokens, dtype=float)
+    k = np.unique(np.asarray(cached_tokens, dtype=float))  # sorted: axes and contour need it
+    t = np.unique(np.asarray(new_tokens, dtype=float))
     grid = ttft(dep, t[:, None], k[None, :], overlap)
     values = np.asarray(grid.transfer_share if metric == "transfer_share" else grid.p_oh)
     with style():

@@ -17,7 +17,13 @@ from kvroof.plot.style import COMPUTE_SHADE, TRANSFER_SHADE, color, new_figure, 
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import Registry, default_registry
 
-__all__ = ["DEFAULT_HARDWARE", "DEFAULT_MODELS", "WORKLOAD_MEDIANS", "offload_roofline_figure"]
+__all__ = [
+    "DEFAULT_HARDWARE",
+    "DEFAULT_MODELS",
+    "WORKLOAD_MEDIANS",
+    "Hardware",
+    "offload_roofline_figure",
+]
 
 DEFAULT_MODELS = ("qwen3-235b-a22b", "deepseek-v3")
 DEFAULT_HARDWARE: tuple[tuple[str, str], ...] = (
@@ -33,17 +39,24 @@ WORKLOAD_MEDIANS: dict[str, float] = {"ShareGPT": 100.0, "NarrativeQA": 5000.0,
 """Median kappa_ratio of the paper's workloads (../shared/docs/paper-notes.md)."""
 
 
-def _line_styles(hardware: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
-    accelerators = list(dict.fromkeys(a for a, _ in hardware))
-    links = list(dict.fromkeys(link for _, link in hardware))
+Hardware = tuple[str, str] | str
+"""An (accelerator, link) pair, or the name of a system."""
+
+
+def _line_styles(hardware: Sequence[Hardware]) -> dict[Hardware, tuple[str, str]]:
+    def parts(item: Hardware) -> tuple[str, str]:
+        return (item, "") if isinstance(item, str) else item
+
+    accelerators = list(dict.fromkeys(parts(h)[0] for h in hardware))
+    links = list(dict.fromkeys(parts(h)[1] for h in hardware))
     dashes = ["-", "--", ":", "-."]
-    return {(a, link): (color(accelerators.index(a)), dashes[links.index(link) % len(dashes)])
-            for a, link in hardware}
+    return {h: (color(accelerators.index(parts(h)[0])),
+                dashes[links.index(parts(h)[1]) % len(dashes)]) for h in hardware}
 
 
 def offload_roofline_figure(
     models: Sequence[str | ModelSpec] = DEFAULT_MODELS,
-    hardware: Sequence[tuple[str, str]] = DEFAULT_HARDWARE,
+    hardware: Sequence[Hardware] = DEFAULT_HARDWARE,
     *,
     mode: Literal["paper", "full"] = "full",
     new_tokens: float = 128.0,
@@ -53,9 +66,11 @@ def offload_roofline_figure(
     registry: Registry | None = None,
     **settings: Any,
 ) -> Figure:
-    """Attainable compute (or new tokens/s) per GPU against K/T for each (accelerator, link).
+    """Attainable compute (or new tokens/s) per GPU against K/T for each (accelerator, link)
+    pair or system name in ``hardware``.
 
-    A vertical line marks each curve's kappa_crit (``gid`` ``"kappa-crit:<accelerator>+<link>"``),
+    A vertical line marks each curve's kappa_crit (``gid`` ``"kappa-crit:<accelerator>+<link>"``,
+    or ``"kappa-crit:<system>"``),
     the region left of every kappa_crit is shaded compute-bound and right of every one
     transfer-bound. ``settings`` go to :func:`kvroof.cost.deployment.deployment` (``tp``,
     ``compute_efficiency``, ``bandwidth_source`` ...).
@@ -71,15 +86,20 @@ def offload_roofline_figure(
             ax.set_yscale("log")
             crits: list[float] = []
             y_low, y_high = math.inf, 0.0
-            for accelerator, link in hardware:
-                dep = deployment(spec, accelerator=accelerator, link=link, registry=reg,
-                                 **settings)
+            for item in hardware:
+                if isinstance(item, str):
+                    dep = deployment(spec, system=item, registry=reg, **settings)
+                    key = dep.system.name if dep.system is not None else item
+                else:
+                    dep = deployment(spec, accelerator=item[0], link=item[1], registry=reg,
+                                     **settings)
+                    key = f"{dep.accelerator.name}+{dep.link.name}"
                 points = offload_roofline(dep, ratios, new_tokens, mode)
                 values = np.asarray(points.tokens_per_second if y == "tokens"
                                     else points.attainable_flops)
                 scale = 1.0 if y == "tokens" else 1e12
-                line_color, dash = styles[(accelerator, link)]
-                label = f"{dep.accelerator.name} + {dep.link.name}"
+                line_color, dash = styles[item]
+                label = key.replace("+", " + ")
                 if mode == "paper":
                     crit = float(kappa_paper_for(dep).kappa_crit)
                 else:
@@ -92,7 +112,7 @@ def offload_roofline_figure(
                         label=f"{label} (κ_crit {shown})")
                 if math.isfinite(crit) and kappa_range[0] < crit < kappa_range[1]:
                     ax.axvline(crit, color=line_color, linestyle=dash, linewidth=0.9, alpha=0.8,
-                               gid=f"kappa-crit:{dep.accelerator.name}+{dep.link.name}")
+                               gid=f"kappa-crit:{key}")
             ax.set_xlim(*kappa_range)
             ax.set_ylim(y_low / 1.6, y_high * 1.3)
             finite = [c for c in crits if math.isfinite(c)]

@@ -66,6 +66,7 @@ def what_if_figure(
         left.legend(loc="lower right", frameon=False)
 
         width = 0.8 / max(1, 2 * len(deployments))
+        all_values: list[float] = []
         for index, dep in enumerate(deployments):
             already_mla = dep.model.is_mla
             for variant, model in (("", dep.model),
@@ -76,6 +77,7 @@ def what_if_figure(
                     changed = dataclasses.replace(dep, model=model, kv_dtype=kv,
                                                   mla_mode="absorbed" if variant else dep.mla_mode)
                     values.append(float(kappa_crit(changed, new_tokens).kappa_crit))
+                all_values += values
                 offset = (2 * index + (1 if variant else 0)) * width - 0.4 + width / 2
                 shown = [v if math.isfinite(v) else math.nan for v in values]
                 bars = right.bar(np.arange(len(KV_FORMATS)) + offset, shown, width,
@@ -92,7 +94,12 @@ def what_if_figure(
                         right.text(x_mid, value, f"{value:.3g}", ha="center", va="bottom",
                                    fontsize=7, rotation=90)
         right.set_xticks(range(len(KV_FORMATS)), [f"{kv} KV" for kv in KV_FORMATS])
-        right.set_yscale("log")
+        if any(math.isfinite(v) for v in all_values):
+            right.set_yscale("log")
+        else:  # nothing to draw on a log axis: every format is never transfer-bound
+            right.set_ylim(0, 1)
+            right.text(0.5, 0.5, "never transfer-bound at this T", ha="center",
+                       transform=right.transAxes)
         right.set_ylabel("κ_crit (cached tokens per new token)")
         right.set_title(f"κ_crit by KV format (full mode, T = {new_tokens:g})")
         right.legend(loc="upper left", frameon=False)

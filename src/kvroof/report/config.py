@@ -12,7 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kvroof.errors import SpecError
+from kvroof.errors import KvroofError, SpecError
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
 
@@ -116,6 +116,32 @@ class ReportConfig(_Strict):
         settings.update(changes)
         return settings
 
+    def check_deployments(self, registry: Registry, path: Path | str = "<config>") -> None:
+        """Build every deployment the report uses once, so that a setting that does not fit
+        the hardware (TP above a system's GPUs, a dtype without a peak) is a one-line error
+        naming the file and the key."""
+        from kvroof.cost.deployment import deployment
+
+        def attempt(key: str, **where: Any) -> None:
+            try:
+                for model in self.models:
+                    deployment(model, registry=registry, **where)
+            except KvroofError as error:
+                field, _, rest = str(error).partition(": ")
+                if field in self.settings():
+                    raise SpecError(rest, path, field) from None
+                raise SpecError(str(error), path, key) from None
+
+        attempt("system", system=self.system, **self.settings())
+        attempt("testbed", system=self.testbed, **self.settings(bandwidth_source="sustained"))
+        for i, pair in enumerate(self.hardware):
+            attempt(f"hardware[{i}]", accelerator=pair.accelerator, link=pair.link,
+                    **self.settings(tp=1))
+        for i, entry in enumerate(self.workload_deployments):
+            attempt(f"workload_deployments[{i}]", system=entry.system,
+                    accelerator=entry.accelerator, link=entry.link,
+                    **self.settings(tp=entry.tp))
+
     def check_names(self, registry: Registry, path: Path | str = "<config>") -> None:
         """Raise a one-line error for any unknown model, accelerator, link or system."""
         checks: list[tuple[str, str, str]] = [
@@ -171,6 +197,7 @@ def load_report_config(path: str | Path, registry: Registry) -> ReportConfig:
         field, message = validation_message(error)
         raise SpecError(message, source, field) from None
     config.check_names(registry, source)
+    config.check_deployments(registry, source)
     if config.measurements is not None and not config.measurements.is_absolute():
         config = config.model_copy(
             update={"measurements": (source.parent / config.measurements).resolve()})

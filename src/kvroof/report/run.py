@@ -200,6 +200,7 @@ def build_report(
     reg = registry or default_registry()
     config = config or ReportConfig()
     config.check_names(reg)
+    config.check_deployments(reg)
     say = progress or (lambda message: None)
     target = Path(folder)
     _prepare_folder(target)

@@ -166,13 +166,26 @@ class Registry:
                 if builtin_only != entry.builtin:
                     continue
                 for field, ref_kind, ref in refs(entry.spec):
-                    if self._find(ref_kind, ref) is None:
+                    error = None
+                    found = self._find(ref_kind, ref)
+                    if found is None:
                         error = SpecError(f"no {ref_kind} named {ref!r}", entry.path, field)
-                        if entry.builtin:
-                            raise error
-                        self._problem(str(error))
-                        del self._entries[kind][key]
-                        break
+                    elif (isinstance(entry.spec, System) and field == "host_link"
+                          and isinstance(found.spec, Link)
+                          and entry.spec.host_link_sustained_bandwidth is not None
+                          and entry.spec.host_link_sustained_bandwidth
+                          > found.spec.peak_bandwidth):
+                        error = SpecError(
+                            f"{entry.spec.host_link_sustained_bandwidth:g} B/s exceeds the "
+                            f"peak of {found.spec.name} ({found.spec.peak_bandwidth:g} B/s)",
+                            entry.path, "host_link_sustained_bandwidth")
+                    if error is None:
+                        continue
+                    if entry.builtin:
+                        raise error
+                    self._problem(str(error))
+                    del self._entries[kind][key]
+                    break
 
     def _index_aliases(self) -> None:
         for kind in KINDS:

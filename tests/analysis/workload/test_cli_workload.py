@@ -113,7 +113,8 @@ def test_synth_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
           "/nonexistent/tokenizer.json"], "no such tokenizer file"),
         (["workload", "stats", str(SAMPLES / "docqa_sample.jsonl"), "--no-cache-documents",
           "--preloaded-documents"], "contradict each other"),
-        (["workload", "synth", "sharegpt", "-n", "0", "-o", "x.csv"], "positive integer"),
+        (["workload", "synth", "sharegpt", "-n", "0", "-o", "x.csv"], "-n: must be a positive"),
+        (["workload", "synth", "sharegpt", "--seed", "-1", "-o", "x.csv"], "--seed: must not be"),
         (["workload", "synth", "sharegpt", "-o", "x.parquet"], "must end in .csv or .jsonl"),
     ],
 )

@@ -100,5 +100,9 @@ def test_labelled_and_reproducible() -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(KvroofError, match="unknown synthetic workload 'alpaca'"):
         synthesize("alpaca", 10)
-    with pytest.raises(KvroofError, match="positive integer"):
+    with pytest.raises(KvroofError, match="an integer from 1 to"):
         synthesize("sharegpt", 0)
+    with pytest.raises(KvroofError, match="an integer from 1 to"):
+        synthesize("sharegpt", 10**11)  # would need terabytes
+    with pytest.raises(KvroofError, match="seed must be a non-negative integer"):
+        synthesize("sharegpt", 10, seed=-1)

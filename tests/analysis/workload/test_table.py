@@ -140,3 +140,11 @@ def test_marked_synthetic_rows(tmp_path: Path) -> None:
 def test_write_error(tmp_path: Path) -> None:
     with pytest.raises(KvroofError, match="cannot write"):
         write_table(Workload.from_columns([1], [1]), tmp_path / "missing" / "x.csv")
+
+
+def test_absurd_token_count_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "huge.csv"
+    path.write_text("T,K\n100000000000000000000,5\n")
+    with pytest.raises(KvroofError) as info:
+        load_table(path)
+    assert "line 2" in str(info.value) and "at most" in str(info.value)

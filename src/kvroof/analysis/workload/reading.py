@@ -154,6 +154,10 @@ def one_of(record: Mapping[str, Any], *names: str, required: bool = True) -> tup
     return "", None
 
 
+MAX_TOKENS = 10**15
+"""No request holds more tokens than this; larger counts are input errors."""
+
+
 def count_field(name: str, value: Any, minimum: int = 0) -> int:
     """A JSON token count: an integer (or integral float) >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -162,6 +166,8 @@ def count_field(name: str, value: Any, minimum: int = 0) -> int:
         raise BadRecordError(f"{name!r} must be an integer, got {value!r}")
     if value < minimum:
         raise BadRecordError(f"{name!r} must be >= {minimum}, got {value!r}")
+    if value > MAX_TOKENS:
+        raise BadRecordError(f"{name!r} must be at most {MAX_TOKENS:.0e} tokens, got {value!r}")
     return int(value)
 
 

@@ -154,12 +154,19 @@ def model(kind: str) -> SyntheticModel:
     raise KvroofError(f"unknown synthetic workload {kind!r} (expected one of {', '.join(KINDS)})")
 
 
+MAX_REQUESTS = 100_000_000
+"""About 2.4 GB of columns: more is almost certainly a typo."""
+
+
 def synthesize(kind: str, n: int, seed: int = 0) -> Workload:
     """``n`` synthetic requests of ``kind`` (sharegpt, narrativeqa, docfinqa), reproducible
     from ``seed``. Output lengths, arrival times and group ids are unknown (not published)."""
     params = model(kind)
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise KvroofError(f"number of requests must be a positive integer, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REQUESTS:
+        raise KvroofError(f"number of requests must be an integer from 1 to {MAX_REQUESTS:,}, "
+                          f"got {n!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise KvroofError(f"seed must be a non-negative integer, got {seed!r}")
     rng = np.random.default_rng(seed)
     z_t = rng.standard_normal(n)
     z_kappa = params.corr * z_t + math.sqrt(1 - params.corr**2) * rng.standard_normal(n)
