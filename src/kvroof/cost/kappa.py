@@ -145,6 +145,16 @@ def _affine_coefficients(dep: Deployment, t: FloatArray) -> tuple[FloatArray, ..
     return x1 - slope_x * _K_REF, slope_x, c0, slope_c
 
 
+def _reasons(never: Any, band: Any = False) -> Any:
+    """Why each kappa_crit is inf ('' where it is finite), as an object array (one reference
+    per element, not a copy of the text)."""
+    never_arr = np.asarray(never, dtype=bool)
+    reasons = np.full(never_arr.shape, "", dtype=object)
+    reasons[never_arr] = _NEVER
+    reasons[np.broadcast_to(np.asarray(band, dtype=bool), never_arr.shape) & never_arr] = _BAND
+    return reasons
+
+
 def _closed_form(dep: Deployment, t: FloatArray) -> tuple[FloatArray, Any]:
     """K* (start of the transfer-bound region that extends to any K) and why it is inf."""
     x0, x, c0, s = _affine_coefficients(dep, t)
@@ -152,8 +162,7 @@ def _closed_form(dep: Deployment, t: FloatArray) -> tuple[FloatArray, Any]:
     head = np.broadcast_to(c0 - x0, gap.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         k_star = np.where(gap > 0, np.maximum(head, 0.0) / np.where(gap > 0, gap, 1.0), np.inf)
-    reason = np.where(gap > 0, "", np.where(head <= 0, _BAND, _NEVER))
-    return k_star, reason
+    return k_star, _reasons(gap <= 0, head <= 0)
 
 
 def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> tuple[FloatArray, Any]:
@@ -175,7 +184,7 @@ def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> tuple[Fl
         lo = np.where(above, lo, mid)
         if np.all(hi - lo <= 1e-12 * np.maximum(hi, 1.0)):
             break
-    return np.where(found, hi, np.inf), np.where(found, "", _NEVER)
+    return np.where(found, hi, np.inf), _reasons(~found)
 
 
 def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") -> KappaResult:
@@ -204,7 +213,7 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
         kappa_crit=scalar_or_array(k_star / t),
         crossover_tokens=scalar_or_array(k_star),
         never_transfer_bound=bool(never) if never.ndim == 0 else never,
-        reason=str(reason) if reason.ndim == 0 else reason,
+        reason=str(reason[()]) if reason.ndim == 0 else reason,
         method=method,
     )
 
