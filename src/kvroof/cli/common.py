@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from kvroof.jsonsafe import json_safe
 from kvroof.specs.registry import Registry, default_registry
 
 __all__ = ["CommandError", "print_json", "print_table", "registry_from_args"]
@@ -24,19 +24,9 @@ def registry_from_args(args: argparse.Namespace) -> Registry:
     return Registry(paths) if paths else default_registry()
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def print_json(value: Any) -> None:
     """Print ``value`` as JSON (non-finite floats become null)."""
-    json.dump(_json_safe(value), sys.stdout, indent=2)
+    json.dump(json_safe(value), sys.stdout, indent=2)
     sys.stdout.write("\n")
 
 

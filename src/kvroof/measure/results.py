@@ -34,6 +34,7 @@ from typing import (
 
 from kvroof import __version__
 from kvroof.errors import KvroofError
+from kvroof.jsonsafe import json_safe
 
 __all__ = [
     "BENCHMARKS",
@@ -225,17 +226,6 @@ class Results:
         return [row for row in self.rows if isinstance(row, row_type)]
 
 
-def _json_safe(value: Any) -> Any:
-    """Non-finite floats become null (JSON has no inf or nan)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    return value
-
-
 def _cell(value: object) -> str:
     if value is None:
         return ""
@@ -283,7 +273,7 @@ def write_results(
         "settings": measurement.settings,
         "summary": measurement.summary,
     }
-    json_path.write_text(json.dumps(_json_safe(header), indent=2) + "\n", encoding="utf-8")
+    json_path.write_text(json.dumps(json_safe(header), indent=2) + "\n", encoding="utf-8")
     return csv_path, json_path
 
 
