@@ -96,3 +96,33 @@ def test_head_dim_default_warns() -> None:
     config = load("mixtral-8x7b")
     with pytest.warns(SpecWarning, match="head_dim missing; using 128"):
         model_from_hf_config(config)
+
+
+def test_weight_format_from_quantization_config() -> None:
+    """fp8 (DeepSeek-V3's quantization_config) -> FP8 linear layers, bf16 embeddings; mxfp4
+    (gpt-oss) -> MXFP4 experts of a MoE; awq/gptq bits -> int4/int8; torch_dtype otherwise."""
+    deepseek = model_from_hf_config(load("deepseek-v3"))
+    assert (deepseek.weights.dtype, deepseek.weights.embeddings) == ("fp8", "bf16")
+    oss = model_from_hf_config(load("gpt-oss-120b"))
+    assert (oss.weights.dtype, oss.weights.experts) == ("bf16", "mxfp4")
+    llama = load("llama-3.1-8b")
+    assert model_from_hf_config(llama).weights.dtype == "bf16"
+    for method, bits, dtype in (("awq", 4, "int4"), ("gptq", 8, "int8")):
+        quant = {**llama, "quantization_config": {"quant_method": method, "bits": bits}}
+        assert model_from_hf_config(quant).weights.dtype == dtype
+    fp16 = {**llama, "torch_dtype": "float16"}
+    assert model_from_hf_config(fp16).weights.embeddings == "fp16"
+
+
+@pytest.mark.parametrize(("change", "field", "fragment"), [
+    ({"quantization_config": {"quant_method": "bitsandbytes"}},
+     "quantization_config.quant_method", "unsupported quantization 'bitsandbytes'"),
+    ({"quantization_config": {"quant_method": "awq", "bits": 3}},
+     "quantization_config.bits", "expected 4 or 8 bits"),
+    ({"quantization_config": "fp8"}, "quantization_config", "expected a mapping"),
+    ({"torch_dtype": "float64"}, "torch_dtype", "unsupported dtype 'float64'"),
+])
+def test_bad_quantization_config(change: dict[str, Any], field: str, fragment: str) -> None:
+    with pytest.raises(SpecError) as info:
+        model_from_hf_config({**load("llama-3.1-8b"), **change})
+    assert info.value.field == field and fragment in str(info.value)

@@ -7,6 +7,10 @@ attention and FFN is decided from the fields present (``kv_lora_rank`` -> MLA; `
 ``n_routed_experts`` or ``num_local_experts`` -> MoE; ``layer_types`` or ``sliding_window`` ->
 sliding-window layers), never from the model's name.
 
+The weight format comes from ``quantization_config`` (``fp8`` -> FP8 linear layers; ``mxfp4``
+-> MXFP4 expert weights of a MoE model, as gpt-oss ships them; ``awq``/``gptq`` -> int4 or int8),
+else from ``torch_dtype``; the embedding and LM head keep ``torch_dtype``.
+
 ``head_dim`` is taken from the config. When a config leaves it out, kvroof applies the default
 of the architecture's HuggingFace class (``hidden_size // num_attention_heads`` for Llama,
 Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
@@ -182,6 +186,39 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
     return {"size": cfg.integer("sliding_window"), "period": 1, "offset": 0}
 
 
+_TORCH_DTYPES: Final = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _weights(cfg: _Config, moe: bool) -> dict[str, Any]:
+    """The checkpoint's weight format from ``quantization_config`` (else ``torch_dtype``)."""
+    raw = cfg.data.get("torch_dtype") or cfg.data.get("dtype") or "bfloat16"
+    base = _TORCH_DTYPES.get(str(raw))
+    if base is None:
+        raise cfg.error("torch_dtype", f"unsupported dtype {str(raw)[:40]!r} (expected one of "
+                                       f"{', '.join(_TORCH_DTYPES)})")
+    quant = cfg.data.get("quantization_config")
+    if quant is None:
+        return {"dtype": base, "embeddings": base}
+    if not isinstance(quant, Mapping):
+        raise cfg.error("quantization_config", "expected a mapping")
+    method = str(quant.get("quant_method", ""))
+    if method == "fp8":
+        return {"dtype": "fp8", "embeddings": base}
+    if method == "mxfp4":
+        if moe:  # gpt-oss: MoE expert weights only; attention, router, embeddings stay base
+            return {"dtype": base, "experts": "mxfp4", "embeddings": base}
+        return {"dtype": "mxfp4", "embeddings": base}
+    if method in ("awq", "gptq"):
+        bits = quant.get("bits", quant.get("w_bit"))
+        if bits not in (4, 8):
+            raise cfg.error("quantization_config.bits", f"expected 4 or 8 bits for {method}, "
+                                                        f"got {str(bits)[:20]!r}")
+        return {"dtype": f"int{bits}", "embeddings": base}
+    raise cfg.error("quantization_config.quant_method",
+                    f"unsupported quantization {method[:40]!r} (supported: fp8, mxfp4, awq, gptq); "
+                    "give weights explicitly in a model spec file")
+
+
 def _name(data: Mapping[str, Any], path: Path | None, name: str | None) -> str:
     candidate = name or str(data.get("_name_or_path") or "")
     if not candidate and path is not None:
@@ -216,6 +253,7 @@ def model_from_hf_config(
     cfg = _Config(data, path, architecture)
     num_layers = cfg.integer("num_hidden_layers")
     tie = data.get("tie_word_embeddings", False)  # False is every supported class's default
+    ffn = _ffn(cfg)
     fields: dict[str, Any] = {
         "name": _name(data, path, name),
         "display_name": name or "",
@@ -224,7 +262,8 @@ def model_from_hf_config(
         "vocab_size": cfg.integer("vocab_size"),
         "tie_word_embeddings": bool(tie),
         "attention": _attention(cfg),
-        "ffn": _ffn(cfg),
+        "ffn": ffn,
+        "weights": _weights(cfg, ffn["kind"] == "moe"),
         "sliding_window": _sliding_window(cfg, num_layers),
         "max_context": cfg.optional_int("max_position_embeddings"),
         "sources": {"default": f"HuggingFace config.json ({path or 'dict'})"},
