@@ -47,8 +47,8 @@ def synthetic_results(folder: Path, noise: float, seed: int = 0,
     truth = SYSTEM.model_copy(update={"calibration": TRUE})
     dep = stack_deployment(SHAPE, layers, truth, ACCELERATOR, LINK)
     rows = []
-    for t in (16, 64, 256, 1024, 4096):
-        for k in (1024, 4096, 16384, 65536):
+    for t in (16, 64, 256, 512, 1024, 2048, 4096):
+        for k in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536):
             serial = ttft(dep, t, k, "serial")
             overlapped = float(ttft(dep, t, k, "layerwise").ttft)
 

@@ -73,13 +73,15 @@ def efficiency(name: str, value: ArrayLike) -> FloatArray:
     return array
 
 
-def dtype_bytes(dtype: str) -> float:
-    """Bytes per element of ``dtype`` (bf16 2, fp8 1, int4 0.5, ...)."""
+def dtype_bytes(dtype: str, name: str = "") -> float:
+    """Bytes per element of ``dtype`` (bf16 2, fp8 1, int4 0.5, ...); ``name`` is the field
+    an error names."""
     try:
         return DTYPE_BYTES[dtype.lower()]
-    except KeyError:
+    except (KeyError, AttributeError):
+        where = f"{name}: " if name else ""
         raise KvroofError(
-            f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_BYTES)})"
+            f"{where}unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_BYTES)})"
         ) from None
 
 
