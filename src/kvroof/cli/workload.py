@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,7 +203,10 @@ def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list
         if args.system or args.accelerator or args.compare:
             raise KvroofError("--model is needed for transfer-bound shares")
         return []
+    from kvroof.cost.memory_fit import check_fit, fit_problem
+
     deployments = [deployment_from_args(args)]
+    check_fit(deployments[0])
     for item in args.compare:
         system, sep, tp_text = item.partition(":")
         tp = args.tp
@@ -214,9 +218,15 @@ def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list
         args_for = argparse.Namespace(**{**vars(args), "system": system, "accelerator": None,
                                          "link": None, "tp": tp})
         try:
-            deployments.append(deployment_from_args(args_for))
+            compared = deployment_from_args(args_for)
         except KvroofError as error:
             raise KvroofError(f"--compare {system}: {error}") from None
+        problem = fit_problem(compared)
+        if problem:
+            warnings.warn(f"--compare {item}: {compared.model.name} {problem}; left out",
+                          stacklevel=2)
+            continue
+        deployments.append(compared)
     modes: list[Mode] = ["paper", "full"] if args.mode == "both" else [args.mode]
     return compare_deployments(workload, deployments, modes)
 

@@ -62,11 +62,17 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4,
     return fig, axes.ravel()
 
 
-def source_line(fig: Figure, text: str) -> None:
-    """A small line at the foot of the figure saying what it shows (model, system, mode)."""
-    fig.text(0.005, 0.002, f"kvroof · {text}", fontsize=7, color="0.35", ha="left",
+def source_line(fig: Figure, text: str, width: int = 130) -> None:
+    """A small note at the foot of the figure saying what it shows (model, system, mode),
+    wrapped to ``width`` characters a line so that it never widens the figure."""
+    import textwrap
+
+    lines = textwrap.wrap(f"kvroof · {text}", width) or [""]
+    fig.text(0.005, 0.002, "\n".join(lines), fontsize=7, color="0.35", ha="left",
              va="bottom")
-    fig.get_layout_engine().set(rect=(0, 0.035, 1, 0.965))  # type: ignore[union-attr, call-arg]
+    height = fig.get_figheight()
+    bottom = min(0.3, (0.14 * len(lines) + 0.05) / height)
+    fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))  # type: ignore[union-attr, call-arg]
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

@@ -11,6 +11,7 @@ from kvroof.analysis.workload.formats import load_workload
 from kvroof.analysis.workload.records import Workload
 from kvroof.analysis.workload.synth import KINDS, synthesize
 from kvroof.cost.deployment import Deployment, deployment
+from kvroof.cost.memory_fit import fit_problem
 from kvroof.report.config import ReportConfig
 from kvroof.report.tables import Table
 from kvroof.specs.registry import Registry
@@ -49,6 +50,10 @@ def workload_table(workloads: list[Workload], deployments: list[Deployment]) -> 
     for workload in workloads:
         name = workload.name + (" (SYNTHETIC)" if workload.synthetic else "")
         for dep in deployments:
+            problem = fit_problem(dep)
+            if problem:
+                rows.append([name, dep.short_label, problem, "", "", "", "", ""])
+                continue
             paper = transfer_bound_shares(workload, dep, "paper")
             full = transfer_bound_shares(workload, dep, "full")
             assert full.ttft_transfer_share is not None and full.ttft is not None

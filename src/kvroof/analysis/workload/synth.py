@@ -1,6 +1,7 @@
-"""Synthetic workloads that match the published summary statistics (paper-notes.md,
-"Workloads", LLaMA-3.1 tokenizer). Every one is labelled ``synthetic=True`` and named
-``synthetic-<kind>``; rows are independent draws from a seeded ``numpy.random.Generator``.
+"""Synthetic workloads that match the published summary statistics (Meng, Lee, Wang, arXiv
+2601.19910, workload characterization, LLaMA-3.1 tokenizer). Every one is labelled
+``synthetic=True`` and named ``synthetic-<kind>``; rows are independent draws from a seeded
+``numpy.random.Generator``.
 
 The model: (ln T, ln kappa) is bivariate normal; ``T = max(1, round(e^lnT))`` and
 ``K = round(kappa * T)``, so the drawn kappa is kept (up to K's rounding) and K follows from
