@@ -56,6 +56,25 @@ def test_gpt_oss_sliding_layers() -> None:
     assert spec.num_sliding_layers == 18
 
 
+def test_mistral_class_defaults() -> None:
+    """MistralForCausalLM: head_dim defaults to hidden / heads; a config without a sliding_window
+    key gets the class default, 4096 tokens on every layer (as Mistral-7B-v0.1), with a warning;
+    "sliding_window": null means none. Other classes keep "absent means none"."""
+    llama = load("llama-3.1-8b")
+    assert "sliding_window" not in llama and "head_dim" not in llama
+    mistral = llama | {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}
+    with pytest.warns(SpecWarning) as caught:
+        window = model_from_hf_config(mistral).sliding_window
+    messages = [str(w.message) for w in caught]
+    assert any("head_dim missing; using 128" in m for m in messages)
+    assert any("sliding_window missing; using 4096 on every layer" in m for m in messages)
+    assert window is not None and (window.size, window.period, window.offset) == (4096, 1, 0)
+    with pytest.warns(SpecWarning, match="head_dim missing"):
+        assert model_from_hf_config(mistral | {"sliding_window": None}).sliding_window is None
+    with pytest.warns(SpecWarning, match="head_dim missing"):
+        assert model_from_hf_config(llama).sliding_window is None
+
+
 def test_directory_path_reads_config_json(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps(load("qwen3-32b")))
     assert model_from_hf_config(tmp_path).num_layers == 64
