@@ -35,8 +35,11 @@ def test_import_equals_registry_spec(registry: Registry, path: Path) -> None:
     assert imported.architecture() == registry.model(path.stem).architecture()
     config = json.loads(path.read_text())
     if "head_dim" not in config and "kv_lora_rank" not in config:
-        # Llama-3.1 and Mixtral configs leave head_dim out; the import says it used the default.
+        # Llama-3.1, Mixtral and Qwen2.5 configs leave head_dim out; the import says it used
+        # the default.
         assert any("head_dim missing" in str(w.message) for w in caught)
+    else:
+        assert not any("head_dim missing" in str(w.message) for w in caught)
 
 
 def test_kinds_come_from_fields_not_names() -> None:
@@ -54,6 +57,30 @@ def test_gpt_oss_sliding_layers() -> None:
     assert (spec.sliding_window.size, spec.sliding_window.period, spec.sliding_window.offset) == (
         128, 2, 0)
     assert spec.num_sliding_layers == 18
+
+
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"])
+def test_qwen2_window_size_without_use_sliding_window_is_no_window(name: str) -> None:
+    """Qwen2.5 configs write a sliding_window size (32768 or 131072) next to
+    use_sliding_window: false; HuggingFace's Qwen2 class then uses no window, and neither do we."""
+    config = load(name)
+    assert config["sliding_window"] and config["use_sliding_window"] is False
+    spec = model_from_hf_config(config)
+    assert spec.sliding_window is None
+    assert spec.num_full_layers == spec.num_layers
+    # Qwen2.5-3B-Instruct writes max_window_layers 70 for its 36 layers; unused without a window.
+    assert model_from_hf_config(config | {"max_window_layers": 70}).sliding_window is None
+
+
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")
+def test_qwen2_bias_and_tie_fields() -> None:
+    """Qwen2.5 small models tie embeddings; the q/k/v biases are not a config field and are
+    left out of parameter counts (see tests/cost/test_params.py)."""
+    spec = model_from_hf_config(load("qwen2.5-1.5b"))
+    assert spec.tie_word_embeddings
+    assert not model_from_hf_config(load("qwen2.5-7b")).tie_word_embeddings
+    assert spec.attention.kind == "gqa" and spec.attention.head_dim == 128
 
 
 def test_mistral_class_defaults() -> None:
