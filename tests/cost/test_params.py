@@ -43,6 +43,10 @@ TOTALS = [
     ("qwen2.5-1.5b", 1.54e9, 0.01),  # ours 1.544B (tied)
     ("qwen2.5-3b", 3.09e9, 0.01),  # ours 3.086B (tied)
     ("qwen2.5-7b", 7.61e9, 0.01),  # ours 7.616B; Qwen truncates (with biases 7.6156B)
+    ("llama-3.2-1b", 1.23e9, 0.01),  # ours 1.236B (tied); Meta truncates
+    # Mistral's 7.3B is for Mistral 7B v0.1 (32,000 vocabulary); v0.3 has 768 more rows in the
+    # embedding and head (+6.3M). Ours: 7.242B (v0.1 shape), 7.248B (v0.3).
+    ("mistral-7b-v0.3", 7.3e9, 0.01),
 ]
 
 # (model, published total, unit of the last printed digit) -- publishers that print one or two
@@ -50,6 +54,8 @@ TOTALS = [
 # most half a unit), which a 1% tolerance cannot express.
 ROUNDED = [
     ("qwen3-1.7b", 1.7e9, 0.1e9),  # ours 1.721B prints as 1.7B (1.2% above)
+    ("llama-2-7b", 7e9, 1e9),  # ours 6.738B prints as 7B (Llama 2 paper Table 1)
+    ("mistral-small-24b-2501", 24e9, 1e9),  # ours 23.572B prints as 24B
 ]
 
 
@@ -162,8 +168,9 @@ def test_qwen_non_embedding_totals(registry: Registry, name: str, published: flo
 
 
 def test_tied_embedding_counted_once(registry: Registry) -> None:
-    """Tied models (small Qwen3/Qwen2.5) count vocab x hidden once, untied twice."""
-    for name in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen2.5-1.5b", "qwen2.5-3b"):
+    """Tied models (small Qwen3/Qwen2.5, Llama-3.2-1B) count vocab x hidden once, untied twice."""
+    for name in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen2.5-1.5b", "qwen2.5-3b",
+                 "llama-3.2-1b"):
         model = registry.model(name)
         counts = param_counts(model)
         assert model.tie_word_embeddings, name

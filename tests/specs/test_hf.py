@@ -35,8 +35,8 @@ def test_import_equals_registry_spec(registry: Registry, path: Path) -> None:
     assert imported.architecture() == registry.model(path.stem).architecture()
     config = json.loads(path.read_text())
     if "head_dim" not in config and "kv_lora_rank" not in config:
-        # Llama-3.1, Mixtral and Qwen2.5 configs leave head_dim out; the import says it used
-        # the default.
+        # Llama-3.1/Llama-2, Mistral-7B, Mixtral and Qwen2.5 configs leave head_dim out; the
+        # import says it used the default.
         assert any("head_dim missing" in str(w.message) for w in caught)
     else:
         assert not any("head_dim missing" in str(w.message) for w in caught)
@@ -100,6 +100,25 @@ def test_mistral_class_defaults() -> None:
         assert model_from_hf_config(mistral | {"sliding_window": None}).sliding_window is None
     with pytest.warns(SpecWarning, match="head_dim missing"):
         assert model_from_hf_config(llama).sliding_window is None
+
+
+def test_mistral_7b_v03_has_no_window_v01_had_4096() -> None:
+    """Mistral-7B-v0.3 writes "sliding_window": null (no window, the registry's choice); v0.1
+    wrote 4096, which slides on every layer."""
+    config = load("mistral-7b-v0.3")
+    assert config["architectures"] == ["MistralForCausalLM"] and config["sliding_window"] is None
+    with pytest.warns(SpecWarning, match="head_dim missing"):
+        assert model_from_hf_config(config).sliding_window is None
+    v01 = config | {"sliding_window": 4096, "vocab_size": 32000, "rope_theta": 10000.0,
+                    "head_dim": 128}
+    window = model_from_hf_config(v01).sliding_window
+    assert window is not None and (window.size, window.period, window.offset) == (4096, 1, 0)
+
+
+def test_mistral_small_head_dim_is_not_hidden_over_heads() -> None:
+    spec = model_from_hf_config(load("mistral-small-24b-2501"))
+    assert spec.attention.kind == "gqa"
+    assert (spec.attention.head_dim, spec.hidden_size // spec.attention.num_heads) == (128, 160)
 
 
 def test_directory_path_reads_config_json(tmp_path: Path) -> None:
