@@ -42,6 +42,9 @@ HAND = {
     "llama-2-7b": (32, 32, 128, 524_288),  # 2 x 32 x 128 x 2 x 32 (MHA: 512 KiB per token)
     "mistral-7b-v0.3": (32, 8, 128, 131_072),  # 2 x 8 x 128 x 2 x 32 (no window in v0.3)
     "mistral-small-24b-2501": (40, 8, 128, 163_840),  # 2 x 8 x 128 x 2 x 40 (head_dim 128, not 160)
+    # gpt-oss-20b: only the 12 full-attention layers of 24 grow with K; the 12 sliding layers hold
+    # at most 128 tokens (checked in test_gpt_oss_20b_sliding_bytes).
+    "gpt-oss-20b": (12, 8, 64, 24_576),  # 2 x 8 x 64 x 2 x 12
 }
 
 
@@ -84,6 +87,18 @@ def test_sliding_window_bytes_are_bounded(registry: Registry) -> None:
     # K > 128: 18 full layers hold K tokens, 18 sliding layers hold 128 each.
     # facts.md B3: 18 x 128 x 2048 = 4,718,592 B per sequence for the sliding layers.
     assert kv_bytes(model, 65_536) == 18 * 2048 * 65_536 + 4_718_592
+
+
+def test_gpt_oss_20b_sliding_bytes(registry: Registry) -> None:
+    model = registry.model("gpt-oss-20b")
+    per_layer = kv_bytes_per_token_per_layer(model)  # 2 x 8 x 64 x 2 = 2048 B, as for 120b
+    assert per_layer == 2048
+    assert model.num_sliding_layers == 12
+    # K <= 128: all 24 layers hold every token.
+    assert kv_bytes(model, 100) == 24 * 2048 * 100
+    # K > 128: 12 full layers hold K tokens, 12 sliding layers 128 each (12 x 128 x 2048 =
+    # 3,145,728 B per sequence).
+    assert kv_bytes(model, 65_536) == 12 * 2048 * 65_536 + 3_145_728
 
 
 def test_kv_bytes_broadcasts(registry: Registry) -> None:

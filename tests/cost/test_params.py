@@ -47,6 +47,7 @@ TOTALS = [
     # Mistral's 7.3B is for Mistral 7B v0.1 (32,000 vocabulary); v0.3 has 768 more rows in the
     # embedding and head (+6.3M). Ours: 7.242B (v0.1 shape), 7.248B (v0.3).
     ("mistral-7b-v0.3", 7.3e9, 0.01),
+    ("gpt-oss-20b", 20.9e9, 0.01),  # ours 20.908B; model card 20.91B
 ]
 
 # (model, published total, unit of the last printed digit) -- publishers that print one or two
@@ -116,6 +117,9 @@ def test_active_matches_published_within_1_percent(
         # Kimi-K2 has DeepSeek-V3's shape and Moonshot counts like DeepSeek: 31.69B without the
         # embedding rounds to 32B; with it (32.86B) it would print as 33B.
         ("kimi-k2", 32e9, "Moonshot counts like DeepSeek (no embedding)"),
+        # gpt-oss-20b: README "3.6B active", model card 3.61B, embedding left out as for 120b;
+        # we compute 3.607B without it (4.186B with it).
+        ("gpt-oss-20b", 3.6e9, "OpenAI leaves the embedding out"),
     ],
 )
 def test_active_without_embedding_matches_published(

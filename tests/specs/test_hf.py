@@ -59,6 +59,15 @@ def test_gpt_oss_sliding_layers() -> None:
     assert spec.num_sliding_layers == 18
 
 
+def test_gpt_oss_20b_sliding_layers() -> None:
+    spec = model_from_hf_config(HF_CONFIGS / "gpt-oss-20b.json")
+    assert spec.sliding_window is not None
+    assert (spec.sliding_window.size, spec.sliding_window.period, spec.sliding_window.offset) == (
+        128, 2, 0)
+    assert (spec.num_sliding_layers, spec.num_full_layers) == (12, 12)
+    assert spec.ffn.kind == "moe" and spec.ffn.num_experts == 32
+
+
 @pytest.mark.filterwarnings("ignore:.*head_dim missing")
 @pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"])
 def test_qwen2_window_size_without_use_sliding_window_is_no_window(name: str) -> None:

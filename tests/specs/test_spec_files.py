@@ -36,4 +36,4 @@ def test_names_and_aliases_are_unique(registry: Registry) -> None:
 
 
 def test_files_found() -> None:
-    assert len(FILES) >= 14 + 9 + 7 + 22
+    assert len(FILES) >= 14 + 9 + 7 + 23
