@@ -2,10 +2,10 @@
 
 Supported architectures: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM (also Kimi-K2),
-MixtralForCausalLM and GptOssForCausalLM. The architecture name only gates support; the kind of
-attention and FFN is decided from the fields present (``kv_lora_rank`` -> MLA; ``num_experts``,
-``n_routed_experts`` or ``num_local_experts`` -> MoE; ``layer_types`` or ``sliding_window`` ->
-sliding-window layers), never from the model's name.
+MistralForCausalLM, MixtralForCausalLM and GptOssForCausalLM. The architecture name only gates
+support; the kind of attention and FFN is decided from the fields present (``kv_lora_rank`` ->
+MLA; ``num_experts``, ``n_routed_experts`` or ``num_local_experts`` -> MoE; ``layer_types`` or
+``sliding_window`` -> sliding-window layers), never from the model's name.
 
 The weight format comes from ``quantization_config`` (``fp8`` -> FP8 linear layers; ``mxfp4``
 -> MXFP4 expert weights of a MoE model, as gpt-oss ships them; ``awq``/``gptq`` -> int4 or int8),
@@ -13,7 +13,12 @@ else from ``torch_dtype``; the embedding and LM head keep ``torch_dtype``.
 
 ``head_dim`` is taken from the config. When a config leaves it out, kvroof applies the default
 of the architecture's HuggingFace class (``hidden_size // num_attention_heads`` for Llama,
-Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
+Mistral, Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
+
+``sliding_window`` counts only where the class uses it: Qwen2/Qwen3 configs carry a window size
+next to ``use_sliding_window: false`` (no window), and a ``null`` window means none. A
+MistralForCausalLM config that leaves the key out gets the class default of 4096 tokens on every
+layer (Mistral-7B-v0.1), with a warning; v0.2 and later write ``"sliding_window": null``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ SUPPORTED_ARCHITECTURES: Final = (
     "Qwen3MoeForCausalLM",
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
+    "MistralForCausalLM",
     "MixtralForCausalLM",
     "GptOssForCausalLM",
 )
@@ -48,11 +54,15 @@ _QK_NORM: Final = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"})
 _HEAD_DIM_DEFAULT: Final[dict[str, int | None]] = {
     "LlamaForCausalLM": None,
     "Qwen2ForCausalLM": None,
+    "MistralForCausalLM": None,
     "MixtralForCausalLM": None,
     "Qwen3ForCausalLM": 128,
     "Qwen3MoeForCausalLM": 128,
     "GptOssForCausalLM": 64,
 }
+# HuggingFace class defaults for sliding_window when config.json leaves the key out (not when it
+# writes null): MistralConfig(sliding_window=4096). Other supported classes default to no window.
+_SLIDING_WINDOW_DEFAULT: Final[dict[str, int]] = {"MistralForCausalLM": 4096}
 
 
 class _Config:
@@ -179,6 +189,15 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
             if sliding == {i for i in range(num_layers) if i % period == offset}:
                 return {"size": size, "period": period, "offset": offset}
         raise cfg.error("layer_types", "sliding layers do not follow a periodic pattern")
+    if "sliding_window" not in cfg.data and cfg.architecture in _SLIDING_WINDOW_DEFAULT:
+        size = _SLIDING_WINDOW_DEFAULT[cfg.architecture]
+        warnings.warn(
+            f"{cfg.path or '<config dict>'}: sliding_window missing; using {size} on every "
+            f"layer, the {cfg.architecture} default",
+            SpecWarning,
+            stacklevel=4,
+        )
+        return {"size": size, "period": 1, "offset": 0}
     if not cfg.has("sliding_window") or cfg.data.get("use_sliding_window") is False:
         return None
     if cfg.has("max_window_layers") and cfg.integer("max_window_layers") < num_layers:
