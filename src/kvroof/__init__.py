@@ -65,6 +65,8 @@ _EXPORTS: dict[str, str] = {
     "compute_breakdown": "kvroof.cost.timing",
     "ComputeBreakdown": "kvroof.cost.timing",
     "allreduce_time": "kvroof.cost.timing",
+    "IterationCost": "kvroof.cost.iteration",
+    "iteration_cost": "kvroof.cost.iteration",
     "MemoryFit": "kvroof.cost.memory_fit",
     "memory_fit": "kvroof.cost.memory_fit",
     "check_fit": "kvroof.cost.memory_fit",
@@ -86,6 +88,7 @@ __all__ = [
     "Deployment",
     "Granularity",
     "HostMemory",
+    "IterationCost",
     "KappaResult",
     "KvroofError",
     "Link",
@@ -119,6 +122,7 @@ __all__ = [
     "get_link",
     "get_model",
     "get_system",
+    "iteration_cost",
     "kappa_crit",
     "kappa_paper",
     "kappa_paper_for",
@@ -160,6 +164,7 @@ if TYPE_CHECKING:
         required_bandwidth,
         transfer_bound_compute,
     )
+    from kvroof.cost.iteration import IterationCost, iteration_cost
     from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer
     from kvroof.cost.memory_fit import MemoryFit, check_fit, fit_problem, memory_fit
     from kvroof.cost.params import ParamCounts, param_counts
