@@ -153,6 +153,7 @@ if TYPE_CHECKING:
     from kvroof.analysis.regimes import RegimeCurves, regime_curves
     from kvroof.cost.deployment import Deployment, Granularity, deployment
     from kvroof.cost.flops import PrefillFlops, attention_pairs, decode_flops, prefill_flops
+    from kvroof.cost.iteration import IterationCost, iteration_cost
     from kvroof.cost.kappa import (
         KappaResult,
         PaperKappa,
@@ -164,7 +165,6 @@ if TYPE_CHECKING:
         required_bandwidth,
         transfer_bound_compute,
     )
-    from kvroof.cost.iteration import IterationCost, iteration_cost
     from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer
     from kvroof.cost.memory_fit import MemoryFit, check_fit, fit_problem, memory_fit
     from kvroof.cost.params import ParamCounts, param_counts
