@@ -43,8 +43,9 @@ DEPLOYMENTS = {
         host_memory_locality="interleaved", bandwidth_source="sustained",
         overlap_efficiency=0.7),
     "calibrated": _calibrated,
-    "array-bandwidth": lambda: deployment("qwen3-235b-a22b", accelerator="h100", registry=REG,
-                                          tp=8, bandwidth=np.array([15e9, 63e9, 450e9])[:, None, None]),
+    "array-bandwidth": lambda: deployment(
+        "qwen3-235b-a22b", accelerator="h100", registry=REG, tp=8,
+        bandwidth=np.array([15e9, 63e9, 450e9])[:, None, None]),
 }
 
 
