@@ -44,6 +44,7 @@ __all__ = [
     "PrefillFlops",
     "attention_pairs",
     "decode_flops",
+    "decode_flops_sum",
     "flop_terms",
     "prefill_flops",
     "prefill_flops_total",
@@ -228,6 +229,19 @@ def prefill_flops_total(terms: FlopTerms, t: Any, k: Any) -> Any:
     if terms.up:
         total = total + terms.up * when_positive(t, k + t)  # nothing runs with nothing to do
     return total + when_positive(t, terms.lm_head)
+
+
+def decode_flops_sum(terms: FlopTerms, count: Any, context_sum: Any,
+                     windowed_sum: Any = 0.0) -> Any:
+    """:func:`prefill_flops_total` summed over ``count`` decodes (``T = 1`` each, logits each)
+    whose contexts sum to ``context_sum``: a decode on ``K`` cached tokens scores ``K + 1``
+    full-attention pairs and ``min(K + 1, W)`` pairs per sliding-window layer, so the sum needs
+    only ``windowed_sum`` = the sum of ``min(K + 1, W)`` (models with a window)."""
+    flops = (count * (terms.per_token + terms.lm_head)
+             + terms.pair_full * (context_sum + count) + terms.pair_window * windowed_sum)
+    if terms.up:
+        flops = flops + terms.up * (context_sum + count)
+    return flops
 
 
 def prefill_flops(
