@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvroof.cli.common import print_json, print_table
+from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
 from kvroof.errors import KvroofError
 
@@ -74,7 +74,11 @@ def register(commands: Any) -> None:
         "--lru-tokens", type=int, metavar="N",
         help="mooncake: prefix cache of N tokens with LRU eviction (default: unlimited)",
     )
-    stats.add_argument("--json", action="store_true", help="print a JSON object")
+    output = stats.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print a JSON object")
+    output.add_argument("--csv", action="store_true",
+                        help="print the statistics as CSV (one row per statistic and quantity; "
+                             "with --model, the transfer-bound shares after a blank line)")
     bound = stats.add_argument_group(
         "transfer-bound shares (give --model and --system or --accelerator)")
     bound.add_argument("--mode", choices=("paper", "full", "both"), default="both",
@@ -265,6 +269,15 @@ def run_stats(args: argparse.Namespace) -> None:
         if shares:
             report["transfer_bound"] = [share.as_dict() for share in shares]
         print_json(report)
+        return
+    if args.csv:
+        columns = {"new_tokens": stats.new_tokens, "cached_tokens": stats.cached_tokens,
+                   "kappa_ratio": stats.kappa_ratio, "output_tokens": stats.output_tokens}
+        print_csv([{"quantity": name, **dist.as_dict()} for name, dist in columns.items()
+                   if dist is not None])
+        if shares:
+            print()
+            print_csv([flat_record(share.as_dict()) for share in shares])
         return
     for line in _heading(stats):
         print(line)

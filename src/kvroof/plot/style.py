@@ -12,7 +12,8 @@ from matplotlib.figure import Figure
 
 from kvroof.errors import KvroofError
 
-__all__ = ["FORMATS", "PALETTE", "color", "new_figure", "save_figure", "source_line", "style"]
+__all__ = ["FORMATS", "PALETTE", "KvroofFigure", "color", "new_figure", "save_figure",
+           "source_line", "style"]
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision
 # deficiency. Black is left out (used for reference lines).
@@ -53,11 +54,25 @@ def style() -> Iterator[None]:
         yield
 
 
+class KvroofFigure(Figure):
+    """A matplotlib Figure that shows itself in Jupyter without pyplot (``_repr_png_``): kvroof
+    never registers its figures with pyplot, so a notebook would otherwise print only the
+    object's name."""
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        with style():
+            self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+
 def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4,
                height: float = 4.2) -> tuple[Figure, Any]:
     """A figure with a grid of axes (a flat array). Not registered with pyplot, so it is freed
-    when dropped; call inside :func:`style`."""
-    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    when dropped; it displays itself in Jupyter. Call inside :func:`style`."""
+    fig = KvroofFigure(figsize=(width * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes.ravel()
 
