@@ -96,6 +96,9 @@ def register(commands: Any) -> None:
     synth.add_argument("kind", choices=_SYNTHETIC, help="which published workload to imitate")
     synth.add_argument("-n", type=int, default=10_000, help="number of requests (10000)")
     synth.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    synth.add_argument("--max-context", type=int, default=131072, metavar="TOKENS",
+                       help="cut K so that T + K fits this context (default 131072, the 128K "
+                            "context of Llama-3.1 and DeepSeek-V3; 0: no cap)")
     synth.add_argument(
         "-o", "--output", required=True, metavar="FILE",
         help="output table: .csv or .jsonl (every row is marked synthetic)",
@@ -301,7 +304,10 @@ def run_synth(args: argparse.Namespace) -> None:
         raise KvroofError(f"-n: must be a positive number of requests, got {args.n}")
     if args.seed < 0:
         raise KvroofError(f"--seed: must not be negative, got {args.seed}")
-    workload = synthesize(args.kind, args.n, args.seed)
+    if args.max_context < 0 or args.max_context == 1:
+        raise KvroofError(f"--max-context: expected 0 (no cap) or at least 2 tokens, got "
+                          f"{args.max_context}")
+    workload = synthesize(args.kind, args.n, args.seed, args.max_context or None)
     write_table(workload, output)
     print(f"wrote {len(workload):,} SYNTHETIC requests ({workload.name}, seed {args.seed}) "
           f"to {output}")
