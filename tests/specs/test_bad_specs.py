@@ -170,3 +170,20 @@ def test_python_construction_takes_si_floats() -> None:
     assert link.peak_bandwidth == 63e9
     with pytest.raises(ValueError, match="must be positive"):
         Link(name="x", kind="pcie", peak_bandwidth=0.0)
+
+
+def test_long_values_are_cut_and_fast(tmp_path: Path) -> None:
+    """A quantity of a million digits followed by junk: one short line, at once (the former
+    pattern backtracked cubically: 36 s for 2,000 digits); the value shown is cut to 80
+    characters."""
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("1 TB/s", '"' + "1" * 1_000_000 + ' x y"'))
+    error = expect_error(path, "hbm_bandwidth", "is not a number with a unit")
+    assert len(str(error)) < 250
+    path = write(tmp_path, GOOD_MODEL.replace("total: 1M", "total: " + "1" * 1_000_000 + " x"))
+    expect_error(path, "published.total", "expected a count like '235B'")
+
+
+def test_huge_integer_count(tmp_path: Path) -> None:
+    """A 400-digit integer is beyond any float: an error, not an OverflowError traceback."""
+    path = write(tmp_path, GOOD_MODEL.replace("total: 1M", "total: 1" + "0" * 400))
+    expect_error(path, "published.total", "must be positive and finite, got <an integer of")

@@ -7,16 +7,19 @@ one-line error naming the file and the key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kvroof.errors import KvroofError, SpecError
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
+from kvroof.userfiles import load_yaml_file
 
-__all__ = ["HardwarePair", "ReportConfig", "load_report_config"]
+__all__ = ["MAX_CONFIG_BYTES", "HardwarePair", "ReportConfig", "load_report_config"]
+
+MAX_CONFIG_BYTES: Final = 1 << 20
+"""Largest report config read (1 MiB)."""
 
 
 class _Strict(BaseModel):
@@ -177,16 +180,11 @@ class ReportConfig(_Strict):
 
 
 def load_report_config(path: str | Path, registry: Registry) -> ReportConfig:
-    """Read a report config YAML; errors name the file and the key."""
+    """Read a report config YAML; errors name the file and the key. The file is read with the
+    limits of :mod:`kvroof.userfiles` (at most :data:`MAX_CONFIG_BYTES`, UTF-8, bounded
+    nesting and YAML aliases, no key written twice)."""
     source = Path(path)
-    try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SpecError(f"cannot read: {error.strerror or error}", source) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"malformed YAML{where}", source) from None
+    data = load_yaml_file(source, MAX_CONFIG_BYTES, "report configs")
     if data is None:
         data = {}
     if not isinstance(data, dict):

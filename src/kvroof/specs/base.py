@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from kvroof.errors import short_repr
 from kvroof.units import Kind, UnitError, parse_quantity
 
 __all__ = [
@@ -77,13 +78,14 @@ def _quantity_validator(kind: Kind) -> Any:
         if isinstance(value, str):
             return parse_quantity(value, kind)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise UnitError(f"expected a {kind.value} like {kind.example!r}, got {value!r}")
-        if from_file(info):
             raise UnitError(
-                f"{value!r} has no unit; write the {kind.value} with a unit, like {kind.example!r}"
-            )
+                f"expected a {kind.value} like {kind.example!r}, got {short_repr(value)}")
+        if from_file(info):
+            raise UnitError(f"{short_repr(value)} has no unit; write the {kind.value} with a "
+                            f"unit, like {kind.example!r}")
         if not math.isfinite(value) or value < 0:
-            raise UnitError(f"a {kind.value} must be finite and not negative, got {value!r}")
+            raise UnitError(
+                f"a {kind.value} must be finite and not negative, got {short_repr(value)}")
         return float(value)
 
     return BeforeValidator(validate)
