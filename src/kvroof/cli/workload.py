@@ -273,7 +273,7 @@ def run_synth(args: argparse.Namespace) -> None:
     from kvroof.analysis.workload.table import table_kind, write_table
 
     output = Path(args.output)
-    table_kind(output)  # check the extension before drawing
+    table_kind(output, writing=True)  # check the extension before drawing
     if args.n < 1:
         raise KvroofError(f"-n: must be a positive number of requests, got {args.n}")
     if args.seed < 0:
