@@ -22,9 +22,9 @@ without recursion, so that the limits hold before anything is built.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 import yaml
 from yaml.events import (
@@ -38,12 +38,13 @@ from yaml.events import (
 )
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from kvroof.errors import SpecError, clip
+from kvroof.errors import KvroofError, SpecError, clip
 
 __all__ = [
     "ALIAS_NODE_BUDGET",
     "MAX_DEPTH",
     "YAML_LOADERS",
+    "capped_lines",
     "check_depth",
     "format_size",
     "load_json_file",
@@ -79,6 +80,22 @@ def _read_bytes(path: Path, max_bytes: int, what: str) -> bytes:
     if len(data) > max_bytes:
         raise SpecError(f"larger than {format_size(max_bytes)}, the limit for {what}", path)
     return data
+
+
+def capped_lines(handle: TextIO, path: str | Path, limit: int) -> Iterator[str]:
+    """The lines of ``handle``, each at most ``limit`` characters (not counting its line
+    break); a longer one is a :class:`~kvroof.errors.KvroofError` naming its line number, so
+    that a file without line breaks is never read into memory whole."""
+    number = 0
+    while True:
+        line = handle.readline(limit + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > limit and not line.endswith("\n"):
+            raise KvroofError(f"{path}: line {number} is longer than {limit:,} characters, the "
+                              "limit for one record")
+        yield line
 
 
 def read_text_file(path: str | Path, max_bytes: int, what: str) -> str:

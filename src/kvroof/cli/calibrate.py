@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kvroof.cli.common import CommandError, print_json, print_table, registry_from_args
+from kvroof.specs.base import check_spec_name
 from kvroof.units import Kind, format_quantity
 
 __all__ = ["register"]
@@ -46,6 +47,11 @@ def run_calibrate(args: argparse.Namespace) -> None:
     from kvroof.analysis.calibration import calibrate, calibrated_system_data
     from kvroof.measure.results import read_results
 
+    if args.name is not None:
+        try:
+            check_spec_name(args.name)
+        except ValueError as error:
+            raise CommandError(f"--name: {error}") from None
     registry = registry_from_args(args)
     system = registry.system(args.system)
     output = Path(args.output) if args.output else None

@@ -9,7 +9,8 @@ without a unit is an error, and every field that holds a number must be covered 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -26,6 +27,7 @@ from kvroof.units import Kind, UnitError, parse_quantity
 
 __all__ = [
     "DTYPE_BYTES",
+    "NAME_RULE",
     "Bandwidth",
     "Capacity",
     "Compute",
@@ -36,6 +38,7 @@ __all__ = [
     "SpecModel",
     "Time",
     "UnitOf",
+    "check_spec_name",
     "from_file",
 ]
 
@@ -114,6 +117,18 @@ PositiveInt = Annotated[int, Field(gt=0, strict=True)]
 
 _NOT_SOURCED = frozenset({"sources", "notes"})
 
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+NAME_RULE: Final = "letters, digits and . _ + -, starting with a letter or digit"
+"""What a spec name may hold (one rule for spec files, ``kvroof calibrate --name`` and every
+other place that names a spec): safe as a file name and in a YAML file."""
+
+
+def check_spec_name(name: object) -> str:
+    """``name`` if it is a valid spec name (:data:`NAME_RULE`), else a ValueError saying so."""
+    if not isinstance(name, str) or _NAME_RE.fullmatch(name) is None:
+        raise ValueError(f"{short_repr(name)} is not a valid spec name ({NAME_RULE})")
+    return name
+
 
 def _holds_number(value: object) -> bool:
     if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -140,7 +155,7 @@ class SpecModel(BaseModel):
 class SourcedSpec(SpecModel):
     """A top-level spec (one per file) with a name, aliases and sources for its numbers."""
 
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+    name: Annotated[str, AfterValidator(check_spec_name)]
     display_name: str = ""
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)

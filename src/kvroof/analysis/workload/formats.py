@@ -86,7 +86,8 @@ def guess_format(path: str | Path) -> str:
                 return "docqa"
             if keys & {"new_tokens", "t", "cached_tokens", "k"}:
                 return "table"
-            fields = clip(", ".join(sorted(keys)) or "none")
+            fields = clip(", ".join(k if k.isprintable() else short_repr(k, 30)
+                                    for k in sorted(keys)) or "none")
             raise KvroofError(
                 f"{file}: cannot tell the format from the first record's fields ({fields}); "
                 f"give the format ({', '.join(FORMATS)})"

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, TextIO
 
 from kvroof.errors import KvroofError, short_repr
-from kvroof.userfiles import format_size
+from kvroof.userfiles import capped_lines, format_size
 
 __all__ = [
     "MAX_DECOMPRESSED_BYTES",
@@ -179,18 +179,7 @@ def plain_name(path: str | Path) -> Path:
 def lines(handle: TextIO, path: Path) -> Iterator[str]:
     """The lines of ``handle``, each at most :data:`MAX_RECORD_CHARS` characters (a longer
     one is an error naming its line number)."""
-    number = 0
-    while True:
-        line = handle.readline(MAX_RECORD_CHARS + 1)
-        if not line:
-            return
-        number += 1
-        if len(line) > MAX_RECORD_CHARS and not line.endswith("\n"):
-            raise KvroofError(
-                f"{path}: line {number} is longer than {MAX_RECORD_CHARS:,} characters, the "
-                "limit for one record"
-            )
-        yield line
+    return capped_lines(handle, path, MAX_RECORD_CHARS)
 
 
 def json_record(text: str) -> Any:
