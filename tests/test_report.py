@@ -109,16 +109,68 @@ def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         ("compute_dtype: fp4\n", "compute_dtype: h100-sxm has no published peak for fp4"),
         ("models: [unclosed\n", "malformed YAML"),
         ("- a list\n", "expected a mapping"),
+        # numbers: finite, in range, integers written as integers; each names its key
+        ("new_tokens: .inf\n", "new_tokens: must be a finite number, got inf"),
+        ("new_tokens: 1e400\n", "new_tokens: must be a finite number, got '1e400'"),
+        ("new_tokens: 2e15\n",  # kvroof.cost.checks.MAX_TOKENS
+         "new_tokens: Input should be less than or equal to 1000000000000000 (got '2e15')"),
+        ("breakdown_tokens: [-128, .nan]\n",
+         "breakdown_tokens[0]: Input should be greater than 0 (got -128) (and 1 more problem)"),
+        ("breakdown_tokens: [128, .nan]\n", "breakdown_tokens[1]: must be a finite number"),
+        ("compute_efficiency: .nan\n", "compute_efficiency: must be a finite number, got nan"),
+        ("seed: -1\n", "seed: Input should be greater than or equal to 0 (got -1)"),
+        ("tp: true\n", "tp: Input should be a valid integer (got True)"),
+        ("synthetic_requests: 1e9\n", "synthetic_requests: Input should be a valid integer"),
+        ("synthetic_requests: 1000000000\n",
+         "synthetic_requests: at most 1,000,000 synthetic requests per workload (the report "
+         "draws three), got 1,000,000,000"),
+        # files: relative to the config's folder, there, and usable
+        ("workloads: [{path: nope.csv}]\n", "workloads[0].path: no such file: "),
+        ("workloads: [{path: .}]\n", "workloads[0].path: not a file: "),
+        ("workloads: [{path: mystery.txt}]\n", "workloads[0].path: "),
+        ("measurements: nope\nmeasured_system: dgx-h100\n", "measurements: no such folder: "),
+        ("measurements: .\nmeasured_system: dgx-h100\n", "measurements: "),
+        ("measurements: empty\nmeasured_system: dgx-h100\n", "measurements: "),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
+    (tmp_path / "mystery.txt").write_text("hello\n")  # no format can be told
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "prefill.csv").write_text("")
     with pytest.raises(SpecError) as info:
         load_report_config(path, REG)
     assert str(path) in str(info.value) and fragment.replace(".[", "[") in str(
         info.value).replace(".[", "["), str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("workloads: [{path: mystery.txt}]\n",
+         "workloads[0].path: {tmp}/mystery.txt: cannot tell the format"),
+        ("measurements: .\nmeasured_system: dgx-h100\n",
+         "measurements: {tmp} holds no prefill.csv"),
+        ("measurements: empty\nmeasured_system: dgx-h100\n",
+         "measurements: {tmp}/empty/prefill.csv: empty file (no header row)"),
+    ],
+)
+def test_bad_inputs_are_found_before_any_work(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, fragment: str) -> None:
+    """Traces and measurements are checked when the config is read: one line naming the
+    config and the key, exit 2, and no output folder (it used to be made first, and left)."""
+    (tmp_path / "mystery.txt").write_text("hello\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "prefill.csv").write_text("")
+    config = tmp_path / "c.yaml"
+    config.write_text(text)
+    code, out, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--config",
+                         str(config), "--quiet")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"kvroof: error: {config}: {fragment.format(tmp=tmp_path)}"), err
+    assert not (tmp_path / "out").exists()
 
 
 def test_bad_config_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
