@@ -9,7 +9,11 @@ Sources, in order (a later spec with the same name replaces an earlier one, with
 Every ``*.yaml``/``*.yml`` file under a folder is read (recursively). Lookup is case-insensitive,
 treats ``_`` and spaces like ``-``, and accepts aliases (HuggingFace ids such as
 ``Qwen/Qwen3-235B-A22B``). A broken user file does not hide the built-in specs: it is skipped
-with a :class:`SpecWarning` and listed in :attr:`Registry.problems`.
+with a :class:`SpecWarning` and listed in :attr:`Registry.problems` (one that overrides a
+built-in and then fails its references leaves the built-in in place).
+
+A spec that replaces another of the same name also takes over its aliases (a user ``h100-sxm``
+answers to ``h100`` like the built-in one), unless a spec claims such an alias for itself.
 """
 
 from __future__ import annotations
@@ -99,6 +103,10 @@ class Registry:
     ) -> None:
         self._entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
         self._aliases: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        self._replaced: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+        """The entry each override replaced (restored if the override is dropped)."""
+        self._inherited: dict[str, dict[str, tuple[str, ...]]] = {kind: {} for kind in KINDS}
+        """Aliases of the entries an override replaced: they follow the name."""
         self.problems: list[str] = []
         """One line per user spec file that was skipped, and why."""
         if builtin:
@@ -121,6 +129,10 @@ class Registry:
         warnings.warn(f"skipped: {message}", SpecWarning, stacklevel=3)
 
     def _load_user_folder(self, folder: Path) -> None:
+        if folder.is_file():
+            self._problem(f"{folder}: is a file; a spec path names a folder of spec files "
+                          "(put the file in a folder and give the folder)")
+            return
         if not folder.is_dir():
             self._problem(f"{folder}: spec folder does not exist")
             return
@@ -145,6 +157,9 @@ class Registry:
                 SpecWarning,
                 stacklevel=3,
             )
+            self._replaced[kind][key] = previous
+            self._inherited[kind][key] = (*self._inherited[kind].get(key, ()),
+                                          *previous.spec.aliases)
         self._entries[kind][key] = Entry(spec, path, builtin)
 
     def _check_references(self, *, builtin_only: bool) -> None:
@@ -183,8 +198,13 @@ class Registry:
                         continue
                     if entry.builtin:
                         raise error
-                    self._problem(str(error))
-                    del self._entries[kind][key]
+                    replaced = self._replaced[kind].pop(key, None)
+                    if replaced is not None:
+                        self._entries[kind][key] = replaced
+                        self._problem(f"{error} (the {kind} from {replaced.path} stays)")
+                    else:
+                        self._problem(str(error))
+                        del self._entries[kind][key]
                     break
 
     def _index_aliases(self) -> None:
@@ -210,6 +230,11 @@ class Registry:
                             stacklevel=3,
                         )
                     aliases[alias_key] = key
+            for key, inherited in self._inherited[kind].items():
+                for alias in inherited:
+                    alias_key = normalize_name(alias)
+                    if alias_key not in self._entries[kind] and alias_key not in aliases:
+                        aliases[alias_key] = key  # unless a name or an alias claimed above
             self._aliases[kind] = aliases
 
     def _find(self, kind: str, name: str) -> Entry | None:
