@@ -252,7 +252,13 @@ def _cell(value: object) -> str:
 def write_results(
     out_dir: str | Path, measurement: Measurement, machine: dict[str, Any]
 ) -> tuple[Path, Path]:
-    """Write ``<benchmark>.csv`` and ``<benchmark>.json`` into ``out_dir``; returns both paths."""
+    """Write ``<benchmark>.csv`` and ``<benchmark>.json`` into ``out_dir``; returns both paths.
+
+    Both are written to temporary files and renamed into place together when complete
+    (:func:`kvroof.outputs.replacing`): an error or Ctrl-C leaves the previous pair as it was,
+    never a new CSV beside an old header."""
+    from kvroof.outputs import replacing
+
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -264,16 +270,11 @@ def write_results(
     columns = _columns(row_type)
     csv_path = folder / f"{measurement.benchmark}.csv"
     json_path = folder / f"{measurement.benchmark}.json"
-    with csv_path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        for row in measurement.rows:
-            if not isinstance(row, row_type):
-                raise ResultsError(
-                    f"{csv_path}: a {type(row).__name__} among {measurement.benchmark} rows"
-                )
-            values = asdict(row)
-            writer.writerow([_cell(values[name]) for name in columns])
+    for row in measurement.rows:
+        if not isinstance(row, row_type):
+            raise ResultsError(
+                f"{csv_path}: a {type(row).__name__} among {measurement.benchmark} rows"
+            )
     header = {
         "benchmark": measurement.benchmark,
         "schema_version": SCHEMA_VERSION,
@@ -286,7 +287,18 @@ def write_results(
         "settings": measurement.settings,
         "summary": measurement.summary,
     }
-    json_path.write_text(json.dumps(json_safe(header), indent=2) + "\n", encoding="utf-8")
+    with replacing(csv_path, json_path) as (csv_temp, json_temp):
+        try:
+            with csv_temp.open("x", newline="", encoding="utf-8") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(columns)
+                for row in measurement.rows:
+                    values = asdict(row)
+                    writer.writerow([_cell(values[name]) for name in columns])
+            with json_temp.open("x", encoding="utf-8") as handle:
+                handle.write(json.dumps(json_safe(header), indent=2) + "\n")
+        except OSError as error:
+            raise ResultsError(f"{folder}: cannot write ({error.strerror or error})") from None
     return csv_path, json_path
 
 

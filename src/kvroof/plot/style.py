@@ -70,7 +70,8 @@ def source_line(fig: Figure, text: str) -> None:
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` as PNG, SVG or PDF (by the file's suffix); the folder must exist."""
+    """Write ``fig`` as PNG, SVG or PDF (by the file's suffix); the folder must exist. The
+    file is written to a temporary file beside it and renamed into place when complete."""
     target = Path(path)
     kind = target.suffix.lstrip(".").lower()
     if kind not in FORMATS:
@@ -78,9 +79,12 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
                           f"(use .png, .svg or .pdf)")
     if not target.parent.is_dir():
         raise KvroofError(f"{target}: folder {target.parent} does not exist")
-    try:
-        with style():
-            fig.savefig(target, format=kind)
-    except OSError as error:
-        raise KvroofError(f"{target}: cannot write: {error.strerror or error}") from None
+    from kvroof.outputs import replacing
+
+    with replacing(target) as (temp,):  # an existing file is replaced only when complete
+        try:
+            with open(temp, "xb") as handle, style():
+                fig.savefig(handle, format=kind)
+        except OSError as error:
+            raise KvroofError(f"{target}: cannot write: {error.strerror or error}") from None
     return target

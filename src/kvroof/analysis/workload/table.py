@@ -39,6 +39,7 @@ from kvroof.analysis.workload.reading import (
 )
 from kvroof.analysis.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
 from kvroof.errors import KvroofError, clip, short_repr
+from kvroof.outputs import replacing
 
 __all__ = ["COLUMNS", "load_table", "table_kind", "write_table"]
 
@@ -271,12 +272,20 @@ def _rows_for_output(workload: Workload) -> tuple[list[str], list[list[Any]]]:
 
 
 def write_table(workload: Workload, path: str | Path) -> Path:
-    """Write ``workload`` as a table file (CSV or JSON Lines by extension); returns the path."""
+    """Write ``workload`` as a table file (CSV or JSON Lines by extension); returns the path.
+    The file is written to a temporary file beside it and renamed into place when complete."""
     file = Path(path)
     kind = table_kind(file, writing=True)
     header, rows = _rows_for_output(workload)
+    with replacing(file) as (temp,):  # an existing file is replaced only when complete
+        _write_rows(temp, file, kind, header, rows)
+    return file
+
+
+def _write_rows(temp: Path, file: Path, kind: str, header: list[str],
+                rows: list[list[Any]]) -> None:
     try:
-        with open(file, "w", encoding="utf-8", newline="") as handle:
+        with open(temp, "x", encoding="utf-8", newline="") as handle:
             if kind == "csv":
                 writer = csv.writer(handle, lineterminator="\n")
                 writer.writerow(header)
@@ -289,4 +298,3 @@ def write_table(workload: Workload, path: str | Path) -> Path:
                     handle.write(json.dumps(dict(zip(header, row, strict=True))) + "\n")
     except OSError as error:
         raise KvroofError(f"{file}: cannot write ({error.strerror})") from None
-    return file
