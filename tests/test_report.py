@@ -230,6 +230,12 @@ def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
          "--cached: expected positive finite numbers, got 'inf'"),
         (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
           "1:inf"], "--requests: cached_tokens: must be finite"),
+        # the cost model's limit (kvroof.cost.checks.MAX_TOKENS) under the flag's name
+        (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--cached",
+          "1e300"], "--cached: at most 1e+15 tokens"),
+        (["plot", "what-if", "--model", "qwen3-32b", "--system", "dgx-h100", "--new-tokens",
+          "1e20"], "--new-tokens: at most 1e+15 tokens"),
+        (["--spec-path", "", "plot", "roofline"], "--spec-path: expected a folder"),
     ],
 )
 def test_cli_plot_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,

@@ -178,11 +178,22 @@ def _draw(args: argparse.Namespace) -> Any:
         deps = [d for tp in tps for d in _deployments(args, tp=tp)]
         return plot.kappa_vs_t_figure(deps)
     if args.figure == "overhead":
-        return plot.overhead_figure(_deployments(args)[0], _float_list("--cached", args.cached),
-                                    _float_list("--new", args.new), args.metric, args.overlap)
+        dep = _deployments(args)[0]
+        cached, new = _float_list("--cached", args.cached), _float_list("--new", args.new)
+        try:
+            return plot.overhead_figure(dep, cached, new, args.metric, args.overlap)
+        except KvroofError as error:  # the grid's axes are these two flags
+            field, sep, rest = str(error).partition(": ")
+            flag = {"cached_tokens": "--cached", "new_tokens": "--new"}.get(field)
+            if flag is None or not sep:
+                raise
+            raise KvroofError(f"{flag}: {rest.split(', got ')[0]}") from None
     if args.figure == "what-if":
-        return plot.what_if_figure(_deployments(args), args.new_tokens,
-                                   registry=registry_from_args(args))
+        deps = _deployments(args)
+        try:
+            return plot.what_if_figure(deps, args.new_tokens, registry=registry_from_args(args))
+        except KvroofError as error:
+            raise flag_error(error) from None
     tps = _int_list("--tps", args.tps)
     try:
         return plot.ttft_breakdown_figure(_deployments(args)[0], args.new_tokens,

@@ -269,13 +269,14 @@ def run_stats(args: argparse.Namespace) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> None:
-    from kvroof.analysis.workload.synth import synthesize
+    from kvroof.analysis.workload.synth import MAX_REQUESTS, synthesize
     from kvroof.analysis.workload.table import table_kind, write_table
 
     output = Path(args.output)
     table_kind(output, writing=True)  # check the extension before drawing
-    if args.n < 1:
-        raise KvroofError(f"-n: must be a positive number of requests, got {args.n}")
+    if not 1 <= args.n <= MAX_REQUESTS:
+        raise KvroofError(f"-n: expected a number of requests from 1 to {MAX_REQUESTS:,}, got "
+                          f"{args.n:,}")
     if args.seed < 0:
         raise KvroofError(f"--seed: must not be negative, got {args.seed}")
     workload = synthesize(args.kind, args.n, args.seed)

@@ -27,6 +27,7 @@ from kvroof.units import Kind, UnitError, parse_quantity
 
 __all__ = [
     "DTYPE_BYTES",
+    "MAX_COUNT",
     "NAME_RULE",
     "Bandwidth",
     "Capacity",
@@ -112,8 +113,11 @@ Power = Annotated[float, _quantity_validator(Kind.POWER), _POSITIVE, UnitOf(Kind
 """Watts (written ``"700 W"``)."""
 Time = Annotated[float, _quantity_validator(Kind.TIME), UnitOf(Kind.TIME)]
 """Seconds, zero allowed (written ``"2 us"``)."""
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
-"""An integer count, at least 1 (booleans and floats are rejected)."""
+MAX_COUNT: Final = 10**12
+"""No count in a spec (layers, widths, heads, experts, tokens of a window, GPUs) is larger:
+a larger one is an input error (and would overflow the float arithmetic of the cost model)."""
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_COUNT, strict=True)]
+"""An integer count, 1 to :data:`MAX_COUNT` (booleans and floats are rejected)."""
 
 _NOT_SOURCED = frozenset({"sources", "notes"})
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from kvroof.errors import short_repr
-from kvroof.specs.base import PositiveInt, SourcedSpec, SpecModel
+from kvroof.specs.base import MAX_COUNT, PositiveInt, SourcedSpec, SpecModel
 
 __all__ = [
     "FFN",
@@ -29,7 +29,7 @@ __all__ = [
     "SlidingWindow",
 ]
 
-NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
 
 # possessive quantifiers: linear-time matching on any text (see kvroof.units)
 _COUNT_RE = re.compile(
