@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kvroof import __version__
+from kvroof.__main__ import entry
 
 
 def kvroof(cwd: Path, *argv: str, module: str = "kvroof") -> subprocess.CompletedProcess[str]:
@@ -34,3 +35,43 @@ def test_python_dash_m_writes_like_kvroof(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("wrote 100 SYNTHETIC requests")
     assert (tmp_path / "w.csv").read_text().startswith("new_tokens,cached_tokens")
+
+
+def test_ctrl_c_while_importing_the_cli(capsys: pytest.CaptureFixture[str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The `kvroof` script runs kvroof.__main__.entry, which imports the command line (numpy,
+    the cost model) inside the same one-line, 130 handling as the commands."""
+
+    class Interrupting:
+        def find_spec(self, name: str, path: object, target: object = None) -> None:
+            if name == "kvroof.cli":
+                raise KeyboardInterrupt
+
+    monkeypatch.delitem(sys.modules, "kvroof.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupting(), *sys.meta_path])
+    assert entry() == 130
+    assert capsys.readouterr().err == "kvroof: interrupted\n"
+
+
+def test_the_script_entry_point() -> None:
+    """pyproject's [project.scripts] names entry (what the test above covers)."""
+    text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    assert 'kvroof = "kvroof.__main__:entry"' in text
+
+
+def test_interrupted_clears_a_progress_bar_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a terminal the measure progress bar is drawn in place (kvroof.measure.progress); the
+    interrupt line clears it first, so stderr still ends with one clean line."""
+    import io
+
+    from kvroof.cli import interrupted
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    terminal.write("\r\x1b[Kprefill [####----] 40%")
+    monkeypatch.setattr(sys, "stderr", terminal)
+    interrupted()
+    assert terminal.getvalue().endswith("40%\r\x1b[Kkvroof: interrupted\n")

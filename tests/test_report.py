@@ -271,3 +271,18 @@ def test_cli_plot_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     code, _, err = run(capsys, "plot", "roofline", "--system", "paper-testbed", "--model",
                        "qwen3-235b-a22b", "-o", str(tmp_path / "r.png"))
     assert code == 0, err
+
+
+def test_an_error_mid_report_leaves_no_folder(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path) -> None:
+    """A trace that passes the up-front checks (its format can be told) but is broken further
+    down fails while the report is built: one line, exit 2, and no output folder left behind
+    (the report is built apart; it used to leave a folder of the figures made so far)."""
+    (tmp_path / "t.csv").write_text("T,K\n1,2\n3,x\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("models: [llama-3.1-8b]\nworkloads: [{path: t.csv}]\n")
+    code, out, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--config",
+                         str(config), "--quiet")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "t.csv: line 3: 'cached_tokens' must be an integer, got 'x'" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "t.csv"]

@@ -20,7 +20,7 @@ from kvroof.cli import workload as workload_commands
 from kvroof.cli.common import CommandError
 from kvroof.errors import KvroofError
 
-__all__ = ["INTERRUPTED", "build_parser", "main"]
+__all__ = ["INTERRUPTED", "build_parser", "interrupted", "main"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -76,8 +76,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
     except KeyboardInterrupt:
-        print("kvroof: interrupted", file=sys.stderr)
+        interrupted()
         return INTERRUPTED
+
+
+def interrupted() -> None:
+    """Say ``kvroof: interrupted`` on stderr, on a line of its own (a progress bar drawn in
+    place on a terminal is cleared first)."""
+    clear = "\r\x1b[K" if getattr(sys.stderr, "isatty", lambda: False)() else ""
+    print(f"{clear}kvroof: interrupted", file=sys.stderr)
 
 
 def _run(argv: Sequence[str] | None) -> int:
