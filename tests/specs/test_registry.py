@@ -142,3 +142,14 @@ def test_registry_contents(registry: Registry) -> None:
             "cxl2-x8-expander", "nvme-gen4-x4", "nvme-gen5-x4", "rdma-400g"} <= set(
         registry.names("link"))
     assert len(registry.names("system")) >= 7
+
+
+def test_values_from_files_are_cut_in_messages(tmp_path: Path) -> None:
+    """A reference 10,000 characters long is shown cut to 80 (errors.short_repr)."""
+    folder = user_folder(tmp_path, alias="a" * 10_000)
+    text = (folder / "my-gpu.yaml").read_text().replace("pcie-gen4-x16", "x" * 10_000)
+    (folder / "my-gpu.yaml").write_text(text)
+    with pytest.warns(SpecWarning):
+        registry = Registry([folder], use_env=False)
+    (problem,) = registry.problems
+    assert "host_link: no link named 'xxx" in problem and len(problem) < len(str(folder)) + 150

@@ -15,7 +15,7 @@ from kvroof.cost.deployment import (
     deployment,
 )
 from kvroof.cost.flops import MLA_MODES
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.units import Kind, UnitError, parse_quantity
 
@@ -100,7 +100,7 @@ def _tiers(values: list[str]) -> dict[str, float]:
         except ValueError:
             sep = ""
         if not sep or not name:
-            raise KvroofError(f"--tier: expected NAME=FRACTION, got {value!r}")
+            raise KvroofError(f"--tier: expected NAME=FRACTION, got {short_repr(value)}")
     return tiers
 
 

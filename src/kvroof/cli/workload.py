@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvroof.cli.common import print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 if TYPE_CHECKING:
     from kvroof.analysis.workload.bound import BoundShares
@@ -210,7 +210,8 @@ def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list
             try:
                 tp = int(tp_text)
             except ValueError:
-                raise KvroofError(f"--compare: expected SYSTEM[:TP], got {item!r}") from None
+                raise KvroofError(
+                    f"--compare: expected SYSTEM[:TP], got {short_repr(item)}") from None
         args_for = argparse.Namespace(**{**vars(args), "system": system, "accelerator": None,
                                          "link": None, "tp": tp})
         try:

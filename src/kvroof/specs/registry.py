@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Final, Literal, TypeVar, overload
 
-from kvroof.errors import SpecError, UnknownNameError
+from kvroof.errors import SpecError, UnknownNameError, short_repr
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.loader import SPEC_TYPES, Spec, load_spec_file
 from kvroof.specs.model import ModelSpec
@@ -150,10 +150,11 @@ class Registry:
         previous = self._entries[kind].get(key)
         if previous is not None:
             if builtin and previous.builtin:
-                raise SpecError(f"duplicate {kind} name {spec.name!r} (also in {previous.path})",
-                                path, "name")
+                raise SpecError(
+                    f"duplicate {kind} name {short_repr(spec.name)} (also in {previous.path})",
+                    path, "name")
             warnings.warn(
-                f"{path}: {kind} {spec.name!r} overrides the one from {previous.path}",
+                f"{path}: {kind} {short_repr(spec.name)} overrides the one from {previous.path}",
                 SpecWarning,
                 stacklevel=3,
             )
@@ -184,7 +185,8 @@ class Registry:
                     error = None
                     found = self._find(ref_kind, ref)
                     if found is None:
-                        error = SpecError(f"no {ref_kind} named {ref!r}", entry.path, field)
+                        error = SpecError(f"no {ref_kind} named {short_repr(ref)}", entry.path,
+                                          field)
                     elif (isinstance(entry.spec, System) and field == "host_link"
                           and isinstance(found.spec, Link)
                           and entry.spec.host_link_sustained_bandwidth is not None
@@ -215,15 +217,15 @@ class Registry:
                     alias_key = normalize_name(alias)
                     if alias_key in self._entries[kind] and alias_key != key:
                         warnings.warn(
-                            f"{entry.path}: alias {alias!r} is the name of another {kind}; "
-                            "the name wins",
+                            f"{entry.path}: alias {short_repr(alias)} is the name of another "
+                            f"{kind}; the name wins",
                             SpecWarning,
                             stacklevel=3,
                         )
                         continue
                     if aliases.get(alias_key, key) != key:
                         warnings.warn(
-                            f"{entry.path}: alias {alias!r} also names "
+                            f"{entry.path}: alias {short_repr(alias)} also names "
                             f"{self._entries[kind][aliases[alias_key]].spec.name}; it now "
                             f"means {entry.spec.name}",
                             SpecWarning,
@@ -249,7 +251,8 @@ class Registry:
     def entry(self, kind: SpecKind, name: str) -> Entry:
         """The entry for ``name`` (or an alias); :class:`UnknownNameError` lists close names."""
         if kind not in self._entries:
-            raise SpecError(f"unknown spec kind {kind!r} (expected one of {', '.join(KINDS)})")
+            raise SpecError(
+                f"unknown spec kind {short_repr(kind)} (expected one of {', '.join(KINDS)})")
         found = self._find(kind, name)
         if found is None:
             names = [e.spec.name for e in self._entries[kind].values()]
