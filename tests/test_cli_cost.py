@@ -46,8 +46,10 @@ def test_kappa_paper_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_kappa_never_transfer_bound(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "kappa", "--model", "deepseek-v3", "--accelerator", "h100",
-                       "--json")
+    """Llama-3.1-8B on one H100 at T = 8192: attention of 8,192 queries over each cached token
+    costs more than loading it (the crossover ends near T = 3,500)."""
+    code, out, _ = run(capsys, "kappa", "--model", "llama-3.1-8b", "--accelerator", "h100",
+                       "--new-tokens", "8192", "--json")
     assert code == 0
     data = json.loads(out)
     assert data["kappa_crit"] is None
@@ -57,7 +59,7 @@ def test_kappa_never_transfer_bound(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_kappa_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "kappa", "--model", "llama-3.1-70b", "--accelerator", "h100",
-                       "--kv-dtype", "fp8", "--mla", "absorbed")
+                       "--tp", "4", "--kv-dtype", "fp8", "--mla", "absorbed")
     assert code == 0
     assert "kappa_crit" in out and "163.8 kB" in out  # fp8 halves 327,680 B
 
@@ -82,6 +84,77 @@ def test_ttft_table(capsys: pytest.CaptureFixture[str]) -> None:
                        "--new-tokens", "512", "--cached-tokens", "4096")
     assert code == 0
     assert "TTFT" in out and "bound" in out and " ms" in out
+
+
+def test_kappa_refuses_what_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on one H100: 672.9 GB of FP8 weights (671B parameters at 1 B, embedding and
+    head at 2 B) against 80 GB x 0.9 = 72 GB usable."""
+    code, out, err = run(capsys, "kappa", "--model", "deepseek-v3", "--accelerator", "h100")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "does not fit" in err and "672.9 GB" in err and "72 GB usable" in err
+    assert "TP 16" in err  # what would fit
+    # On 8x H200 (141 GB each) it fits.
+    code, out, _ = run(capsys, "kappa", "--model", "deepseek-v3", "--system", "hgx-h200",
+                       "--tp", "8")
+    assert code == 0 and "kappa_crit" in out
+    # Paper mode is the paper's formula: it warns and computes.
+    code, out, err = run(capsys, "kappa", "--model", "deepseek-v3", "--accelerator", "h100",
+                         "--mode", "paper")
+    assert code == 0 and "does not fit" in err
+
+
+def test_kappa_shows_both_regimes(capsys: pytest.CaptureFixture[str]) -> None:
+    """Alone by default with the full-iteration value beside it (8,192 tokens), and the other
+    way round with --iteration-tokens; the JSON carries both."""
+    base = ["kappa", "--model", "qwen3-235b-a22b", "--system", "dgx-h100", "--tp", "8",
+            "--new-tokens", "128"]
+    code, out, _ = run(capsys, *base)
+    assert code == 0 and "request alone" in out and "iteration of 8192 tokens" in out
+    code, out, _ = run(capsys, *base, "--json")
+    data = json.loads(out)
+    alone = deployment("qwen3-235b-a22b", system="dgx-h100", tp=8)
+    busy = deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, iteration_tokens=8192)
+    assert data["regime"] == "alone" and data["iteration_tokens"] is None
+    assert data["kappa_crit"] == pytest.approx(kappa_crit(alone, 128).kappa_crit)
+    assert data["other_regime"]["kappa_crit"] == pytest.approx(kappa_crit(busy, 128).kappa_crit)
+    assert data["other_regime"]["kappa_crit"] < data["kappa_crit"] / 10
+    code, out, _ = run(capsys, *base, "--iteration-tokens", "4096", "--json")
+    data = json.loads(out)
+    assert data["regime"] == "iteration" and data["iteration_tokens"] == 4096
+    assert data["other_regime"]["regime"] == "alone"
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--iteration-tokens", "64"],
+         "--iteration-tokens: 64.0 is fewer than the request's new tokens"),
+        (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--iteration-tokens", "inf"],
+         "--iteration-tokens: must be finite"),
+        (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--iteration-tokens", "0"],
+         "--iteration-tokens: must be positive"),
+        (["ttft", "--model", "qwen3-32b", "--accelerator", "h100", "--new-tokens", "10",
+          "--cached-tokens", "3", "--iteration-tokens", "nan"], "--iteration-tokens: must be"),
+        (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--token-budget", "0"],
+         "--token-budget: must be at least 1"),
+        (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--tp", "3"],
+         "--tp: 3 does not divide the 64 attention heads"),
+        (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--tp", "1000000000"],
+         "--tp: 1000000000 does not divide"),
+        (["kappa", "--model", "qwen3-235b-a22b", "--system", "dgx-h100", "--tp", "16"],
+         "--tp: 16 exceeds the 8 GPUs"),
+        (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--weight-dtype", "fp7"],
+         "invalid choice"),
+        (["kappa", "--model", "qwen3-32b", "--system", "gh200", "--host-memory-locality",
+          "remote"], "--host-memory-locality: gh200 has one socket"),
+    ],
+)
+def test_new_settings_bad_input(
+    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert fragment in err, err
 
 
 @pytest.mark.parametrize(

@@ -286,3 +286,29 @@ def test_an_error_mid_report_leaves_no_folder(capsys: pytest.CaptureFixture[str]
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "t.csv: line 3: 'cached_tokens' must be an integer, got 'x'" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "t.csv"]
+
+
+def test_every_report_deployment_fits_or_is_marked() -> None:
+    """The full-mode grid, the measured table, the what-ifs and the workload table print a
+    number only for deployments whose weights fit; the others say 'does not fit'."""
+    from kvroof.cost.deployment import deployment
+    from kvroof.cost.memory_fit import fit_problem
+    from kvroof.report.tables import build_tables
+    from kvroof.report.workloads import report_deployments, report_workloads, workload_table
+
+    config = ReportConfig(synthetic_requests=100)
+    tables = {t.key: t for t in build_tables(config, REG)}
+    grid = tables["full_grid"]
+    for row, name in zip(grid.rows, config.paper_models, strict=True):
+        for cell, pair in zip(row[1:], config.hardware, strict=True):
+            dep = deployment(name, accelerator=pair.accelerator, link=pair.link, registry=REG,
+                             **config.settings())
+            assert (cell == "does not fit") == bool(fit_problem(dep)), (name, pair, cell)
+    assert any(cell == "does not fit" for row in grid.rows for cell in row)  # 405B, DeepSeek
+    for row in tables["what_if"].rows:  # placed on the first system where the model fits
+        assert row[-1] != "does not fit"
+    deps = report_deployments(config, REG, config.settings())
+    rows = workload_table(report_workloads(config), deps).rows
+    for row in rows:
+        dep = next(d for d in deps if d.short_label == row[1])
+        assert row[2].startswith("does not fit") == bool(fit_problem(dep))

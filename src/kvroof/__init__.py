@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "get_link": "kvroof.lookup",
     "get_system": "kvroof.lookup",
     "KvroofError": "kvroof.errors",
+    "explore": "kvroof.explore",
     "SpecError": "kvroof.errors",
     "UnknownNameError": "kvroof.errors",
     "UnitError": "kvroof.units",
@@ -62,7 +63,22 @@ _EXPORTS: dict[str, str] = {
     "ttft": "kvroof.cost.timing",
     "ttft_batch": "kvroof.cost.timing",
     "compute_time": "kvroof.cost.timing",
+    "compute_breakdown": "kvroof.cost.timing",
+    "ComputeBreakdown": "kvroof.cost.timing",
     "allreduce_time": "kvroof.cost.timing",
+    "IterationCost": "kvroof.cost.iteration",
+    "IterationModel": "kvroof.cost.iteration",
+    "iteration_cost": "kvroof.cost.iteration",
+    "MemoryFit": "kvroof.cost.memory_fit",
+    "memory_fit": "kvroof.cost.memory_fit",
+    "check_fit": "kvroof.cost.memory_fit",
+    "fit_problem": "kvroof.cost.memory_fit",
+    "WeightBytes": "kvroof.cost.weights",
+    "weight_bytes_per_rank": "kvroof.cost.weights",
+    "weights_read_per_rank": "kvroof.cost.weights",
+    "touched_expert_share": "kvroof.cost.weights",
+    "RegimeCurves": "kvroof.analysis.regimes",
+    "regime_curves": "kvroof.analysis.regimes",
     "transfer_time": "kvroof.cost.transfer",
     "transfer_breakdown": "kvroof.cost.transfer",
     "kv_bytes_per_rank": "kvroof.cost.transfer",
@@ -70,16 +86,21 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "Accelerator",
+    "ComputeBreakdown",
     "Deployment",
     "Granularity",
     "HostMemory",
+    "IterationCost",
+    "IterationModel",
     "KappaResult",
     "KvroofError",
     "Link",
+    "MemoryFit",
     "ModelSpec",
     "PaperKappa",
     "ParamCounts",
     "PrefillFlops",
+    "RegimeCurves",
     "Registry",
     "SolveResult",
     "SpecError",
@@ -89,17 +110,23 @@ __all__ = [
     "Tier",
     "UnitError",
     "UnknownNameError",
+    "WeightBytes",
     "__version__",
     "allreduce_time",
     "attention_pairs",
+    "check_fit",
+    "compute_breakdown",
     "compute_time",
     "decode_flops",
     "default_registry",
     "deployment",
+    "explore",
+    "fit_problem",
     "get_accelerator",
     "get_link",
     "get_model",
     "get_system",
+    "iteration_cost",
     "kappa_crit",
     "kappa_paper",
     "kappa_paper_for",
@@ -109,21 +136,28 @@ __all__ = [
     "kv_bytes_per_token_per_layer",
     "load_spec_file",
     "max_new_tokens_for_crossover",
+    "memory_fit",
     "model_from_hf_config",
     "param_counts",
     "parse_quantity",
     "prefill_flops",
+    "regime_curves",
     "required_bandwidth",
+    "touched_expert_share",
     "transfer_bound_compute",
     "transfer_breakdown",
     "transfer_time",
     "ttft",
     "ttft_batch",
+    "weight_bytes_per_rank",
+    "weights_read_per_rank",
 ]
 
 if TYPE_CHECKING:
+    from kvroof.analysis.regimes import RegimeCurves, regime_curves
     from kvroof.cost.deployment import Deployment, Granularity, deployment
     from kvroof.cost.flops import PrefillFlops, attention_pairs, decode_flops, prefill_flops
+    from kvroof.cost.iteration import IterationCost, IterationModel, iteration_cost
     from kvroof.cost.kappa import (
         KappaResult,
         PaperKappa,
@@ -136,10 +170,26 @@ if TYPE_CHECKING:
         transfer_bound_compute,
     )
     from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer
+    from kvroof.cost.memory_fit import MemoryFit, check_fit, fit_problem, memory_fit
     from kvroof.cost.params import ParamCounts, param_counts
-    from kvroof.cost.timing import TTFTResult, allreduce_time, compute_time, ttft, ttft_batch
+    from kvroof.cost.timing import (
+        ComputeBreakdown,
+        TTFTResult,
+        allreduce_time,
+        compute_breakdown,
+        compute_time,
+        ttft,
+        ttft_batch,
+    )
     from kvroof.cost.transfer import kv_bytes_per_rank, transfer_breakdown, transfer_time
+    from kvroof.cost.weights import (
+        WeightBytes,
+        touched_expert_share,
+        weight_bytes_per_rank,
+        weights_read_per_rank,
+    )
     from kvroof.errors import KvroofError, SpecError, UnknownNameError
+    from kvroof.explore import explore
     from kvroof.lookup import get_accelerator, get_link, get_model, get_system
     from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier
     from kvroof.specs.hf import model_from_hf_config

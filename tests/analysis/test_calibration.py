@@ -41,8 +41,10 @@ LAYERS = 8
 
 
 def synthetic_results(folder: Path, noise: float, seed: int = 0,
-                      layers: int = LAYERS, ts: tuple[int, ...] = (16, 64, 256, 1024, 4096),
-                      ks: tuple[int, ...] = (1024, 4096, 16384, 65536)) -> Path:
+                      layers: int = LAYERS,
+                      ts: tuple[int, ...] = (16, 64, 256, 512, 1024, 2048, 4096),
+                      ks: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
+                                             65536)) -> Path:
     """Rows measured on a 'machine' that behaves exactly like the calibrated cost model."""
     rng = np.random.default_rng(seed)
     truth = SYSTEM.model_copy(update={"calibration": TRUE})

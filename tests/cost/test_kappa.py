@@ -23,6 +23,7 @@ from kvroof.analysis.paper import (
     kappa_m_table,
 )
 from kvroof.cost.deployment import Deployment, Granularity, deployment
+from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import (
     kappa_crit,
     kappa_paper,
@@ -32,8 +33,9 @@ from kvroof.cost.kappa import (
     transfer_bound_compute,
 )
 from kvroof.cost.kv import kv_bytes_per_token
-from kvroof.cost.timing import compute_time, ttft
+from kvroof.cost.timing import compute_breakdown, compute_time, ttft
 from kvroof.cost.transfer import transfer_time
+from kvroof.cost.weights import weights_read_per_rank
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
 
@@ -116,36 +118,61 @@ def test_paper_mode_for_a_deployment() -> None:
 
 
 # -- full mode --------------------------------------------------------------------------------
+def _isolated(model: str, **settings: object) -> Deployment:
+    """A deployment with only the load and the two compute roofs: no write-back, TP 1 unless
+    given (no all-reduce), explicit efficiencies."""
+    settings = {"write_back": False, "compute_efficiency": 0.8, "hbm_efficiency": 0.8,
+                **settings}
+    return h100(model, **settings)
+
+
 def test_full_mode_by_hand_qwen() -> None:
     """Qwen3-235B on H100 + PCIe5, TP 1, T = 128, 256-token blocks, 2 us per copy.
-    Per cached token: transfer x = 192512 / 63e9 + 94 x 2e-6 / 256 s;
-    added compute s = 94 layers x 128 queries x 4 x 64 x 128 FLOP / 989.4e12.
-    K* = t_c(T, K=0) / (x - s)."""
-    dep = h100("qwen3-235b-a22b")
+    Per cached token: transfer x = 192512 / 63e9 + 94 x 2e-6 / 256 s.
+    Roofs at K = 0: FLOP c_f = F(128) / (0.8 x 989.4e12), slope s_f = 94 x 128 x 4 x 64 x 128
+    FLOP per cached token / (0.8 x 989.4e12); HBM c_h = (weights read by 128 tokens + KV of the
+    128 new tokens) / (0.8 x 3.35e12), slope s_h = 192512 / (0.8 x 3.35e12).
+    K* = max over roofs of c / (x - s): here the HBM roof (470 GB of weights)."""
+    dep = _isolated("qwen3-235b-a22b")
     x = 192512 / 63e9 + 94 * 2e-6 / 256
-    s = 94 * 128 * 4 * 64 * 128 / 989.4e12
-    c0 = compute_time(dep, 128, 0)
-    expected = c0 / (x - s) / 128
-    assert kappa_crit(dep, 128).kappa_crit == pytest.approx(expected, rel=1e-9)
+    rate = 0.8 * 989.4e12
+    c_f = prefill_flops(REG.model("qwen3-235b-a22b"), 128, 0).total / rate
+    s_f = 94 * 128 * 4 * 64 * 128 / rate
+    hbm = 0.8 * 3.35e12
+    c_h = (weights_read_per_rank(dep, 128) + 128 * 192512) / hbm
+    s_h = 192512 / hbm
+    k_star = max(c_f / (x - s_f), c_h / (x - s_h))
+    assert k_star == c_h / (x - s_h)
+    assert kappa_crit(dep, 128).kappa_crit == pytest.approx(k_star / 128, rel=1e-9)
 
 
 def test_full_mode_by_hand_deepseek_both_mla_modes() -> None:
-    """DeepSeek-V3 on H100 + PCIe5, TP 8, T = 128 (MLA latent replicated on every rank).
-    x = 70272 / 63e9 + 61 x 2e-6 / 256. Added compute per cached token, per rank:
-    expanded: 61 x (kv_b 2 x 512 x 128 x 256 + 128 x 81,920 per pair) / (8 x 989.4e12);
-    absorbed: 61 x 128 x 278,528 / (8 x 989.4e12)."""
+    """DeepSeek-V3 on H200 + PCIe5, TP 8 (MLA latent replicated on every rank), T = 512.
+    x = 70272 / 63e9 + 61 x 2e-6 / 256. Added compute per cached token, per rank: expanded
+    61 x (kv_b 2 x 512 x 128 x 256 + 512 x 81,920 per pair); absorbed 61 x 512 x 278,528; over
+    8 x 0.8 x 989 TFLOP/s; plus two all-reduces per layer (39 us + 2 x 7/8 x 512 x 7168 x 2 B /
+    482.26 GB/s each) on both roofs. Both slopes stay below x, so K* is finite."""
     x = 70272 / 63e9 + 61 * 2e-6 / 256
-    for mode, per_token in (("expanded", 2 * 512 * 128 * 256 + 128 * 81920),
-                            ("absorbed", 128 * 278528)):
-        dep = h100("deepseek-v3", tp=8, mla_mode=mode)
-        s = 61 * per_token / (8 * 989.4e12)
-        expected = compute_time(dep, 128, 0) / (x - s) / 128
-        assert kappa_crit(dep, 128).kappa_crit == pytest.approx(expected, rel=1e-9), mode
+    rate = 8 * 0.8 * 989e12
+    t = 512
+    comm = 2 * 61 * (39e-6 + 2 * 7 / 8 * t * 7168 * 2 / 482.26e9)
+    for mode, per_token in (("expanded", 2 * 512 * 128 * 256 + t * 81920),
+                            ("absorbed", t * 278528)):
+        dep = deployment("deepseek-v3", accelerator="h200", registry=REG, tp=8, mla_mode=mode,
+                         write_back=False, compute_efficiency=0.8, hbm_efficiency=0.8)
+        c_f = compute_breakdown(dep, t, 0).flop_time + comm
+        s_f = 61 * per_token / rate
+        c_h = compute_breakdown(dep, t, 0).hbm_time + comm
+        s_h = 70272 / (0.8 * 4.8e12)
+        assert x > max(s_f, s_h)
+        assert compute_breakdown(dep, t, 0).comm_time == pytest.approx(comm, rel=1e-12)
+        expected = max(c_f / (x - s_f), c_h / (x - s_h)) / t
+        assert kappa_crit(dep, t).kappa_crit == pytest.approx(expected, rel=1e-9), mode
 
 
 def test_deepseek_expanded_tp1_is_never_transfer_bound() -> None:
     """Expanded MLA up-projects each cached latent: 61 x 33.5 MFLOP = 2.05 GFLOP per cached
-    token, 2.07 us at 989.4 TFLOP/s, more than the 1.6 us it takes to load it."""
+    token, 2.6 us at 794.5 TFLOP/s, more than the 1.6 us it takes to load it."""
     result = kappa_crit(h100("deepseek-v3"), 128)
     assert result.kappa_crit == np.inf and result.never_transfer_bound
     assert "never transfer-bound" in result.reason
@@ -153,21 +180,59 @@ def test_deepseek_expanded_tp1_is_never_transfer_bound() -> None:
 
 
 def test_full_mode_by_hand_llama() -> None:
-    dep = h100("llama-3.1-70b", tp=8)
-    x = 327680 / 8 / 63e9 + 80 * 2e-6 / 256  # 8 KV heads over TP 8: an eighth per rank
-    s = 80 * 256 * 4 * 64 * 128 / (8 * 989.4e12)
-    expected = compute_time(dep, 256, 0) / (x - s) / 256
+    """Llama-3.1-70B, TP 8, T = 256: 8 KV heads over 8 ranks, an eighth per rank."""
+    dep = _isolated("llama-3.1-70b", tp=8, allreduce=False)
+    x = 327680 / 8 / 63e9 + 80 * 2e-6 / 256
+    rate = 8 * 0.8 * 989.4e12
+    s_f = 80 * 256 * 4 * 64 * 128 / rate
+    c_f = compute_breakdown(dep, 256, 0).flop_time
+    c_h = compute_breakdown(dep, 256, 0).hbm_time
+    s_h = 327680 / 8 / (0.8 * 3.35e12)
+    expected = max(c_f / (x - s_f), c_h / (x - s_h)) / 256
     assert kappa_crit(dep, 256).kappa_crit == pytest.approx(expected, rel=1e-9)
 
 
 def test_largest_t_with_a_crossover_by_hand() -> None:
-    """Crossover exists while x > s(T) = 94 x T x 32768 / C, i.e. T < x C / (94 x 32768)."""
-    dep = h100("qwen3-235b-a22b")
+    """Crossover exists while x > max(s_f(T), s_h): s_f = 94 x T x 32768 / C grows with T, so
+    T < x C / (94 x 32768)."""
+    dep = _isolated("qwen3-235b-a22b")
     x = 192512 / 63e9 + 94 * 2e-6 / 256
-    t_max = x * 989.4e12 / (94 * 32768)
+    t_max = x * 0.8 * 989.4e12 / (94 * 32768)
     assert max_new_tokens_for_crossover(dep) == pytest.approx(t_max, rel=1e-6)
     assert np.isfinite(kappa_crit(dep, t_max * 0.99).kappa_crit)
     assert kappa_crit(dep, t_max * 1.01).never_transfer_bound
+
+
+def test_hbm_floor_makes_kappa_fall_with_t() -> None:
+    """Where the weight reads bind, K* is nearly constant in T (the weights are read once
+    however few tokens share them), so kappa_crit = K*/T falls with T; where attention binds
+    it rises again (Qwen3-235B-A22B, dgx-h100, TP 8)."""
+    dep = deployment("qwen3-235b-a22b", system="dgx-h100", registry=REG, tp=8)
+    t = np.array([16.0, 32.0, 64.0, 128.0, 256.0, 512.0])
+    values = np.asarray(kappa_crit(dep, t).kappa_crit)
+    limits = compute_breakdown(dep, t, values * t).limit
+    hbm_bound = limits == "hbm"
+    assert hbm_bound[:4].all()
+    assert np.all(np.diff(values[hbm_bound]) < 0)
+    t_max = float(max_new_tokens_for_crossover(dep))
+    high = np.asarray(kappa_crit(dep, np.array([0.5, 0.9]) * t_max).kappa_crit)
+    assert np.all(np.isfinite(high)) and high[1] > high[0]
+
+
+def test_hbm_roof_off_reproduces_flop_only_kappa() -> None:
+    """Inside an iteration of very many tokens a request's share of the weight reads vanishes
+    and kappa_crit approaches the FLOP-and-KV-only value: the closed form with the weights
+    removed from the HBM roof by hand."""
+    dep = _isolated("qwen3-235b-a22b")
+    x = 192512 / 63e9 + 94 * 2e-6 / 256
+    rate = 0.8 * 989.4e12
+    c_f = prefill_flops(REG.model("qwen3-235b-a22b"), 128, 0).total / rate
+    s_f = 94 * 128 * 4 * 64 * 128 / rate
+    c_h = 128 * 192512 / (0.8 * 3.35e12)
+    s_h = 192512 / (0.8 * 3.35e12)
+    flop_only = max(c_f / (x - s_f), c_h / (x - s_h)) / 128
+    busy = dataclasses.replace(dep, iteration_tokens=1e12)
+    assert kappa_crit(busy, 128).kappa_crit == pytest.approx(flop_only, rel=1e-6)
 
 
 @pytest.mark.parametrize("model", ["qwen3-235b-a22b", "deepseek-v3", "llama-3.1-8b",
@@ -187,7 +252,7 @@ def test_kappa_against_brute_force(model: str) -> None:
     dep = h100(model, tp=8)
     for t in (16, 200):
         ks = np.arange(0, 1_000_000, dtype=float)
-        bound = transfer_time(dep, ks) >= compute_time(dep, t, ks)
+        bound = transfer_time(dep, ks, t) >= compute_time(dep, t, ks)
         first = int(np.argmax(bound))
         assert bound.any()
         k_star = kappa_crit(dep, t).crossover_tokens
@@ -259,22 +324,26 @@ def test_required_bandwidth_impossible_when_dram_bounds() -> None:
 
 
 def test_transfer_bound_compute_by_hand() -> None:
-    dep = h100("llama-3.1-70b")
-    t, k = 64, 6400
-    flops = compute_time(dep, t, k) * 989.4e12
-    expected = flops / transfer_time(dep, k)
+    """Llama-3.1-70B at T = 2048, K = 204,800 (FLOP-bound): the peak at which FLOPs / (peak x
+    0.8) equals the transfer; an HBM-bound request has no such peak."""
+    dep = _isolated("llama-3.1-70b")
+    t, k = 2048, 204800
+    flops = prefill_flops(REG.model("llama-3.1-70b"), t, k).total
+    expected = flops / (0.8 * transfer_time(dep, k, t))
     assert transfer_bound_compute(dep, t, 100).value == pytest.approx(expected, rel=1e-6)
+    hbm_bound = transfer_bound_compute(_isolated("qwen3-235b-a22b"), 16, 1)
+    assert hbm_bound.value == np.inf and "HBM" in hbm_bound.reason
 
 
 def test_band_of_small_k_is_not_a_kappa_crit() -> None:
-    """A fixed per-request cost (a whole-request copy of 1 ms) makes small K transfer-bound, but
+    """A fixed per-request cost (a whole-request copy of 1 s) makes small K transfer-bound, but
     expanded MLA adds more compute per cached token than it costs to load: no K/T above which
     prefill stays transfer-bound, so inf, with the reason, and ttft agrees at large K."""
-    dep = h100("deepseek-v3", latency=1e-3, granularity=Granularity(None, "per-block"))
+    dep = h100("deepseek-v3", latency=1.0, granularity=Granularity(None, "per-block"))
     result = kappa_crit(dep, 1)
     assert result.kappa_crit == np.inf
     assert "fixed per-request transfer cost" in result.reason
-    assert ttft(dep, 1, 1).bound == "transfer" and ttft(dep, 1, 1e6).bound == "compute"
+    assert ttft(dep, 1, 1).bound == "transfer" and ttft(dep, 1, 1e8).bound == "compute"
     numeric = kappa_crit(dataclasses.replace(dep), 1, "root-finding")
     assert numeric.kappa_crit == np.inf
 

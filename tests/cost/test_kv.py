@@ -1,5 +1,11 @@
-"""KV bytes per token against ../shared/docs/facts.md table B3 (exact, bf16), and the scaling
-by KV dtype and sliding windows (hand derivations written next to each case)."""
+"""KV bytes per token (exact, bf16) against hand derivations from each model's config.json
+(tests/data/hf_configs; public origins in tests/data/hf_configs/SOURCES.md). MLA caches the latent
+and the decoupled RoPE key, kv_cache[..., kv_lora_rank] + pe_cache[..., qk_rope_head_dim], as in
+github.com/deepseek-ai/DeepSeek-V3 inference/model.py. Public cross-checks: Mooncake FAST'25
+(kvcache-ai/Mooncake FAST25-release/Mooncake-FAST25.pdf section 5.3.1: LLaMA3-70B 320 KB per
+token) and "Insights into DeepSeek-V3" (arXiv 2505.09343, Table 1: 516.096 KB for
+LLaMA-3.1-405B; not re-verified here). Also the scaling by KV dtype and sliding
+windows (hand derivations written next to each case)."""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
 
-# name: (bytes per token in bf16, derivation) -- facts.md B3
+# name: (bytes per token in bf16, derivation from config.json)
 B3 = {
     "qwen3-235b-a22b": (192_512, "94 layers x 2 (K,V) x 4 kv heads x 128 x 2 B"),
     "qwen3-30b-a3b": (98_304, "48 x 2 x 4 x 128 x 2"),
@@ -26,14 +32,43 @@ B3 = {
 }
 
 
+# Further models, derived here by hand from each config.json:
+# name: (layers holding every token, kv heads, head_dim, bytes per token in bf16)
+# bytes = 2 (K,V) x kv_heads x head_dim x 2 B x layers.
+HAND = {
+    "qwen3-0.6b": (28, 8, 128, 114_688),  # 2 x 8 x 128 x 2 x 28
+    "qwen3-1.7b": (28, 8, 128, 114_688),  # 2 x 8 x 128 x 2 x 28 (same attention as 0.6B)
+    "qwen3-4b": (36, 8, 128, 147_456),  # 2 x 8 x 128 x 2 x 36
+    "qwen3-8b": (36, 8, 128, 147_456),  # 2 x 8 x 128 x 2 x 36
+    "qwen2.5-1.5b": (28, 2, 128, 28_672),  # 2 x 2 x 128 x 2 x 28
+    "qwen2.5-3b": (36, 2, 128, 36_864),  # 2 x 2 x 128 x 2 x 36
+    "qwen2.5-7b": (28, 4, 128, 57_344),  # 2 x 4 x 128 x 2 x 28
+    "llama-3.2-1b": (16, 8, 64, 32_768),  # 2 x 8 x 64 x 2 x 16
+    "llama-2-7b": (32, 32, 128, 524_288),  # 2 x 32 x 128 x 2 x 32 (MHA: 512 KiB per token)
+    "mistral-7b-v0.3": (32, 8, 128, 131_072),  # 2 x 8 x 128 x 2 x 32 (no window in v0.3)
+    "mistral-small-24b-2501": (40, 8, 128, 163_840),  # 2 x 8 x 128 x 2 x 40 (head_dim 128, not 160)
+    # gpt-oss-20b: only the 12 full-attention layers of 24 grow with K; the 12 sliding layers hold
+    # at most 128 tokens (checked in test_gpt_oss_20b_sliding_bytes).
+    "gpt-oss-20b": (12, 8, 64, 24_576),  # 2 x 8 x 64 x 2 x 12
+}
+
+
 @pytest.mark.parametrize("name", sorted(B3))
 def test_bf16_bytes_per_token_match_b3(registry: Registry, name: str) -> None:
     expected, _derivation = B3[name]
     assert kv_bytes_per_token(registry.model(name), "bf16") == expected
 
 
-def test_every_registry_model_is_in_b3(registry: Registry) -> None:
-    assert set(registry.names("model")) == set(B3)
+@pytest.mark.parametrize("name", sorted(HAND))
+def test_bf16_bytes_per_token_match_hand_derivation(registry: Registry, name: str) -> None:
+    layers, kv_heads, head_dim, expected = HAND[name]
+    assert 2 * kv_heads * head_dim * 2 * layers == expected  # the derivation written above
+    assert kv_bytes_per_token(registry.model(name), "bf16") == expected
+
+
+def test_every_registry_model_is_checked(registry: Registry) -> None:
+    assert not set(B3) & set(HAND)
+    assert set(registry.names("model")) == set(B3) | set(HAND)
 
 
 @pytest.mark.parametrize(("dtype", "factor"), [("fp16", 1.0), ("fp8", 0.5), ("int8", 0.5),
@@ -55,8 +90,21 @@ def test_sliding_window_bytes_are_bounded(registry: Registry) -> None:
     # K <= 128: all 36 layers hold every token.
     assert kv_bytes(model, 100) == 36 * 2048 * 100
     # K > 128: 18 full layers hold K tokens, 18 sliding layers hold 128 each.
-    # facts.md B3: 18 x 128 x 2048 = 4,718,592 B per sequence for the sliding layers.
+    # sliding_window 128 on the 18 even layers (github.com/openai/gpt-oss gpt_oss/torch/model.py):
+    # 18 x 128 x 2048 = 4,718,592 B per sequence for the sliding layers.
     assert kv_bytes(model, 65_536) == 18 * 2048 * 65_536 + 4_718_592
+
+
+def test_gpt_oss_20b_sliding_bytes(registry: Registry) -> None:
+    model = registry.model("gpt-oss-20b")
+    per_layer = kv_bytes_per_token_per_layer(model)  # 2 x 8 x 64 x 2 = 2048 B, as for 120b
+    assert per_layer == 2048
+    assert model.num_sliding_layers == 12
+    # K <= 128: all 24 layers hold every token.
+    assert kv_bytes(model, 100) == 24 * 2048 * 100
+    # K > 128: 12 full layers hold K tokens, 12 sliding layers 128 each (12 x 128 x 2048 =
+    # 3,145,728 B per sequence).
+    assert kv_bytes(model, 65_536) == 12 * 2048 * 65_536 + 3_145_728
 
 
 def test_kv_bytes_broadcasts(registry: Registry) -> None:

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from kvroof.cost.deployment import Deployment, Granularity, deployment
 from kvroof.cost.flops import prefill_flops
-from kvroof.cost.timing import compute_time, ttft, ttft_batch
+from kvroof.cost.timing import compute_breakdown, compute_time, ttft, ttft_batch
 from kvroof.cost.transfer import kv_bytes_per_rank, transfer_breakdown, transfer_time
+from kvroof.cost.weights import touched_expert_share, weights_read_per_rank
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
 
@@ -26,45 +27,165 @@ def h100(model: str = QWEN, **settings: object) -> Deployment:
 
 def test_transfer_time_by_hand() -> None:
     """K = 65,536 tokens of Qwen3-235B over PCIe Gen5 (63 GB/s peak), 256-token blocks, one
-    copy per layer per block, 2 us per copy: 65536 x 192512 B / 63e9 + 94 x 256 x 2e-6."""
+    copy per layer per block, 2 us per copy, no write-back: 65536 x 192512 B / 63e9 + 94 x 256
+    x 2e-6."""
     expected = 65536 * 192512 / 63e9 + 94 * (65536 / 256) * 2e-6
-    assert transfer_time(h100(), 65536) == pytest.approx(expected, rel=1e-12)
+    assert transfer_time(h100(write_back=False), 65536) == pytest.approx(expected, rel=1e-12)
 
 
-def test_compute_time_by_hand() -> None:
-    dep = h100(compute_efficiency=0.5)
-    flops = prefill_flops(REG.model(QWEN), 64, 1000).total
-    assert compute_time(dep, 64, 1000) == pytest.approx(flops / (989.4e12 * 0.5), rel=1e-12)
+def test_write_back_shares_the_link_by_hand() -> None:
+    """With write-back the T = 2048 new tokens' KV (2048 x 192512 B) goes device-to-host while
+    K = 4096 tokens come host-to-device. PCIe Gen5 peak: 63 GB/s each way, 126 GB/s together,
+    so the paths take 4096 B/63e9, 2048 B/63e9 and 6144 B/126e9 (B = 192512); the slowest is
+    the load. Copies: (4096 + 2048)/256 blocks x 94 layers x 2 us."""
+    b = 192512
+    data = max(4096 * b / 63e9, 2048 * b / 63e9, 6144 * b / 126e9)
+    expected = data + (4096 + 2048) / 256 * 94 * 2e-6
+    assert transfer_time(h100(), 4096, 2048) == pytest.approx(expected, rel=1e-12)
+    # Sustained figures: 55.43 GB/s in, 55.06 GB/s out, no published both-ways figure (sum).
+    sustained = h100(bandwidth_source="sustained", latency=0.0)
+    parts = transfer_breakdown(sustained, 1000, 3000)
+    assert parts.paths[:3] == pytest.approx(
+        (1000 * b / 55.43e9, 3000 * b / 55.06e9, 4000 * b / (55.43e9 + 55.06e9)), rel=1e-12)
+    assert parts.limit == "device-to-host"
+
+
+def test_compute_is_the_gpu_roofline_by_hand() -> None:
+    """Qwen3-235B-A22B, TP 8 on H100 SXM at T = 128, K = 0 (the issue's example).
+
+    Weights per rank (bf16): attention per layer 2 x 4096 x 64 x 128 / 8 (query and output)
+    + 2 x 4096 x 4 x 128 / 4 (keys, values: 4 KV heads over 8 ranks) + 2 x 128 (QK norms);
+    routed experts 94 x 128 x 3 x 4096 x 1536 / 8, of which 1 - (1 - 8/128)^128 = 99.97% are
+    touched by 128 tokens; router 94 x 4096 x 128 whole; LM head 151936 x 4096 / 8; norms
+    (2 x 94 + 1) x 4096. HBM: 3.35 TB/s x 0.8 (aiconfigurator's empirical factor).
+    FLOPs: prefill_flops / (8 x 989.4 TFLOP/s x 794.5/989.4)."""
+    dep = h100(tp=8)
+    per_layer = 2 * 4096 * 64 * 128 / 8 + 2 * 4096 * 4 * 128 / 4 + 2 * 128
+    touched = 1 - (1 - 8 / 128) ** 128
+    params = (94 * per_layer + 94 * 128 * 3 * 4096 * 1536 / 8 * touched + 94 * 4096 * 128
+              + 151936 * 4096 / 8 + (2 * 94 + 1) * 4096)
+    kv = 128 * 192512 / 4  # the new tokens' KV that attention reads, a quarter per rank
+    hbm_time = (2 * params + kv) / (3.35e12 * 0.8)
+    parts = compute_breakdown(dep, 128, 0)
+    assert parts.weight_bytes == pytest.approx(2 * params, rel=1e-12)
+    assert 58.7e9 < parts.weight_bytes < 58.9e9  # about 58.8 GB
+    assert parts.hbm_time == pytest.approx(hbm_time, rel=1e-12)
+    flops = prefill_flops(REG.model(QWEN), 128, 0).total
+    assert parts.flop_time == pytest.approx(flops / (8 * 794.5e12), rel=1e-12)
+    assert parts.hbm_time > 20 * parts.flop_time  # HBM-bound: about 22 ms against 0.7 ms
+    assert parts.limit == "hbm"
+    assert compute_time(dep, 128, 0) == pytest.approx(parts.hbm_time + parts.comm_time)
+
+
+def test_dense_prefill_is_flop_bound_by_hand() -> None:
+    """Llama-3.1-70B on H100 SXM, TP 1, T = 4096: 4096 x ~141 GFLOP = 5.8e14 FLOP over
+    794.5 TFLOP/s is 0.73 s; reading its 141 GB of weights at 2.68 TB/s takes 53 ms."""
+    dep = h100("llama-3.1-70b")
+    parts = compute_breakdown(dep, 4096, 0)
+    flops = prefill_flops(REG.model("llama-3.1-70b"), 4096, 0).total
+    assert parts.flop_time == pytest.approx(flops / 794.5e12, rel=1e-12)
+    assert parts.limit == "flops" and parts.comm_time == 0.0
+    assert compute_time(dep, 4096, 0) == parts.flop_time
+
+
+def test_touched_expert_share_against_random_routing() -> None:
+    """1 - (1 - k/E)^T against a simulation: each of T tokens picks k distinct experts of E
+    uniformly at random; count the distinct experts hit (2,000 trials)."""
+    rng = np.random.default_rng(0)
+    for experts, k, tokens in ((128, 8, 16), (128, 8, 64), (256, 8, 32), (8, 2, 3)):
+        hit = np.zeros(2000)
+        for trial in range(2000):
+            picks = np.argsort(rng.random((tokens, experts)), axis=1)[:, :k]
+            hit[trial] = np.unique(picks).size / experts
+        formula = touched_expert_share(experts, k, tokens)
+        assert abs(hit.mean() - formula) < 4 * hit.std() / np.sqrt(hit.size) + 1e-3
+
+
+@settings(max_examples=40, deadline=None)
+@given(t=st.integers(1, 8192), k=st.integers(0, 100_000), tp=st.sampled_from([1, 2, 4, 8]),
+       model=st.sampled_from([QWEN, "deepseek-v3", "llama-3.1-70b", "gpt-oss-120b"]))
+def test_compute_time_at_least_weight_reads(t: int, k: int, tp: int, model: str) -> None:
+    """However fast the math, a prefill reads the weights it uses: compute >= weights read per
+    rank / HBM bandwidth (and at N >> T the request's share falls to T/N of them)."""
+    dep = h100(model, tp=tp)
+    floor = weights_read_per_rank(dep, t) / float(dep.effective_hbm_bandwidth)
+    assert compute_time(dep, t, k) >= floor * (1 - 1e-12)
+    assert weights_read_per_rank(dep, t) <= dep.weight_bytes.total
 
 
 def test_tensor_parallel_bytes_per_rank() -> None:
-    """GQA with 4 KV heads: TP 2 loads half, TP 8 a quarter (heads replicate past 4);
-    MLA: every rank loads the whole latent."""
+    """GQA with 4 KV heads: TP 2 holds half, TP 8 a quarter (heads replicate past 4);
+    MLA: every rank holds the whole latent; FLOP time splits TP ways."""
     assert kv_bytes_per_rank(h100(tp=2), 1000) == 192512 * 1000 / 2
     assert kv_bytes_per_rank(h100(tp=8), 1000) == 192512 * 1000 / 4
     assert kv_bytes_per_rank(h100("deepseek-v3", tp=8), 1000) == 70272 * 1000
-    assert compute_time(h100(tp=8), 64, 1000) == pytest.approx(compute_time(h100(), 64, 1000) / 8)
+    one = compute_breakdown(h100(), 64, 1000).flop_time
+    assert compute_breakdown(h100(tp=8), 64, 1000).flop_time == pytest.approx(one / 8)
 
 
-def test_allreduce_adds_ring_time() -> None:
-    """2 all-reduces per layer of T x d x 2 B, ring: 2 (TP-1)/TP x size / 450 GB/s."""
+def test_allreduce_by_hand() -> None:
+    """Two all-reduces per layer of T x d x 2 B, each ``latency + 2 (TP-1)/TP x size / busbw``
+    with H100's 39 us and 480 GB/s (nccl-tests); off with allreduce=False."""
     base = h100(tp=8)
-    with_ar = dataclasses.replace(base, allreduce=True)
-    ring = 2 * 7 / 8 * 64 * 4096 * 2 / 450e9
-    extra = compute_time(with_ar, 64, 100) - compute_time(base, 64, 100)
-    assert extra == pytest.approx(2 * 94 * ring, rel=1e-9)
+    each = 39e-6 + 2 * 7 / 8 * 64 * 4096 * 2 / 480e9
+    parts = compute_breakdown(base, 64, 100)
+    assert parts.comm_time == pytest.approx(2 * 94 * each, rel=1e-9)
+    assert compute_breakdown(dataclasses.replace(base, allreduce=False), 64, 100).comm_time == 0
+    assert compute_breakdown(h100(), 64, 100).comm_time == 0  # TP 1: nothing to reduce
 
 
-def test_dram_share_bounds_bandwidth() -> None:
-    """dgx-a100: 2 x 204.8 GB/s DRAM over 8 loading GPUs = 51.2 GB/s > PCIe4 31.5: link-bound;
-    with a 10 GB/s DRAM it would be the DRAM share."""
+def test_dram_share_by_numa_node() -> None:
+    """dgx-a100: two GPUs per PCIe switch uplink, GPUs 0-3 on socket 0; a socket sustains
+    204.8 GB/s x 0.63 = 129 GB/s, shared by its 4 loading GPUs: 32.3 GB/s, while the uplink
+    gives each of its 2 GPUs 15.75 GB/s: link-bound."""
     dep = deployment(QWEN, system="dgx-a100", registry=REG)
-    assert dep.effective_bandwidth == 31.5e9
-    assert dep.host_dram_share == 2 * 204.8e9 / 8
+    assert dep.host_dram_share == pytest.approx(204.8e9 * 0.63 / 4)
+    assert dep.link_bandwidth == pytest.approx(31.5e9 / 2)
+    assert dep.effective_bandwidth == pytest.approx(31.5e9 / 2)
+    # dgx-h100: DDR5-4400 (2 DIMMs per channel), 281.6 GB/s x 0.8 per socket over 4 GPUs =
+    # 56.3 GB/s: below the 63 GB/s Gen5 link, so DRAM-bound when all 8 load at once.
+    h = deployment(QWEN, system="dgx-h100", registry=REG)
+    assert h.effective_bandwidth == pytest.approx(281.6e9 * 0.8 / 4)
+    # A TP 4 group alone on socket 0: the same socket, the same 4 GPUs.
+    assert deployment(QWEN, system="dgx-h100", registry=REG, tp=4,
+                      gpus_loading=4).host_dram_share == pytest.approx(281.6e9 * 0.8 / 4)
+    # One GPU loading alone gets its socket (not both sockets' 2 x 225 GB/s).
+    alone = deployment(QWEN, system="dgx-h100", registry=REG, gpus_loading=1)
+    assert alone.host_dram_share == pytest.approx(281.6e9 * 0.8)
+    # Interleaved pages: both sockets pooled over 8 GPUs, but half of each GPU's bytes cross
+    # UPI (143 GB/s per direction) shared by the 4 GPUs of a socket: min(56.3, 71.5).
+    inter = deployment(QWEN, system="dgx-h100", registry=REG, host_memory_locality="interleaved")
+    assert inter.host_dram_share == pytest.approx(min(2 * 281.6e9 * 0.8 / 8, 143e9 * 2 / 4))
+    # Remote: everything crosses UPI, 143 GB/s over 4 GPUs = 35.75 GB/s.
+    remote = deployment(QWEN, system="dgx-h100", registry=REG, host_memory_locality="remote")
+    assert remote.host_dram_share == pytest.approx(143e9 / 4)
     two_links = deployment(QWEN, system="gb200", registry=REG)  # 2 GPUs share one C2C
     assert two_links.link_bandwidth == 450e9 / 2
-    one_loading = deployment(QWEN, system="gb200", registry=REG, gpus_loading=1)
+    one_loading = deployment(QWEN, system="gb200", registry=REG, gpus_loading=1, tp=1)
     assert one_loading.link_bandwidth == 450e9
+
+
+def test_mla_tp_load_modes_by_hand() -> None:
+    """DeepSeek-V3 (latent 70,272 B per token) at TP 8 on H200 + PCIe Gen5, K = 10,000, no
+    write-back, no per-copy latency. every-rank: each rank loads 702.7 MB at 63 GB/s;
+    rank0-broadcast: rank 0 loads it, then broadcasts it over NVLink (39 us + size / 482 GB/s);
+    shard-allgather: each loads an eighth, then all-gather (39 us + 7/8 size / 482 GB/s)."""
+    size = 10_000 * 70272
+
+    def dep(mode: str) -> Deployment:
+        return deployment("deepseek-v3", accelerator="h200", registry=REG, tp=8, latency=0.0,
+                          write_back=False, mla_tp_load=mode)
+
+    assert transfer_time(dep("every-rank"), 10_000) == pytest.approx(size / 63e9)
+    assert transfer_time(dep("rank0-broadcast"), 10_000) == pytest.approx(
+        size / 63e9 + 39e-6 + size / 482.26e9)
+    assert transfer_time(dep("shard-allgather"), 10_000) == pytest.approx(
+        size / 8 / 63e9 + 39e-6 + 7 / 8 * size / 482.26e9)
+    # Only the first rank of each TP group reads host memory under rank0-broadcast.
+    on_system = deployment("deepseek-v3", system="hgx-h200", registry=REG, tp=8,
+                           mla_tp_load="rank0-broadcast")
+    assert on_system.loading_gpus == [0]
+    assert on_system.host_dram_share == pytest.approx(281.6e9 * 0.8)
 
 
 def test_sustained_bandwidth_sources() -> None:
@@ -106,7 +227,7 @@ def test_tiers_take_the_slowest_path() -> None:
 
 def test_ttft_modes_by_hand() -> None:
     dep = h100()
-    x = transfer_time(dep, 8192)
+    x = transfer_time(dep, 8192, 128)
     c = compute_time(dep, 128, 8192)
     assert ttft(dep, 128, 8192, "serial").ttft == pytest.approx(x + c)
     assert ttft(dep, 128, 8192, "ideal").ttft == pytest.approx(max(x, c))
@@ -119,6 +240,7 @@ def test_ttft_modes_by_hand() -> None:
     assert result.bound == ("transfer" if x > c else "compute")
     assert result.compute_utilization == pytest.approx(
         result.flops / result.ttft / 989.4e12)
+    assert result.ttft == pytest.approx(x + c)
 
 
 def test_ttft_zero_tokens() -> None:
@@ -130,21 +252,35 @@ def test_ttft_zero_tokens() -> None:
     assert load_only.transfer_share == 1.0
 
 
-def test_batch_adds_requests() -> None:
-    dep = h100()
+def test_batch_reads_weights_once() -> None:
+    """A batch of (64, 1000) and (128, 5000): FLOPs and KV reads add, the weights are read once
+    for the 192 tokens, loads and saves share the link (no write-back here: loads add up)."""
+    dep = h100(write_back=False)
     batch = ttft_batch(dep, [64, 128], [1000, 5000], "ideal")
     x = transfer_time(dep, 1000) + transfer_time(dep, 5000)
-    c = compute_time(dep, 64, 1000) + compute_time(dep, 128, 5000)
-    assert batch.ttft == pytest.approx(max(x, c))
+    flops = prefill_flops(REG.model(QWEN), 64, 1000).total + prefill_flops(
+        REG.model(QWEN), 128, 5000).total
+    kv = (1064 + 5128) * 192512
+    hbm = (weights_read_per_rank(dep, 192) + kv) / (3.35e12 * 0.8)
+    c = max(flops / 794.5e12, hbm)
+    assert batch.ttft == pytest.approx(max(x, c), rel=1e-12)
+    # Reading the weights once is cheaper than once per request.
+    alone = compute_time(dep, 64, 1000) + compute_time(dep, 128, 5000)
+    assert c < alone
 
 
-def test_one_gpu_system_equals_accelerator_path() -> None:
-    """gh200 system (1 GPU, C2C 450 GB/s, Grace DRAM 512 GB/s) at TP 1 = the accelerator with
-    its default link: the DRAM share is not binding."""
-    system = deployment(QWEN, system="gh200", registry=REG)
-    alone = deployment(QWEN, accelerator="gh200", registry=REG)
+def test_one_gpu_system_adds_the_dram_bound() -> None:
+    """gh200 system (1 GPU, C2C 450 GB/s peak) at TP 1: the Grace LPDDR5X sustains 307 GB/s
+    (STREAM Triad), below the link, so the system's loads run at 307 GB/s where the bare
+    accelerator's run at 450; with a 200 GB/s link override the DRAM share does not bind and
+    the two agree."""
+    system = deployment("llama-3.1-8b", system="gh200", registry=REG)
+    alone = deployment("llama-3.1-8b", accelerator="gh200", registry=REG)
+    assert system.effective_bandwidth == 307e9 and alone.effective_bandwidth == 450e9
     grid_t, grid_k = np.meshgrid([16, 512], [0, 1000, 100_000])
-    assert np.array_equal(ttft(system, grid_t, grid_k).ttft, ttft(alone, grid_t, grid_k).ttft)
+    slow = dataclasses.replace(system, bandwidth=200e9)
+    slow_alone = dataclasses.replace(alone, bandwidth=200e9)
+    assert np.array_equal(ttft(slow, grid_t, grid_k).ttft, ttft(slow_alone, grid_t, grid_k).ttft)
 
 
 def test_grid_is_one_call() -> None:
@@ -234,6 +370,8 @@ def test_breakdown_parts() -> None:
     parts = transfer_breakdown(h100(), 512)
     assert parts.copies == 94 * 2
     assert parts.latency_time == pytest.approx(94 * 2 * 2e-6)
+    with_save = transfer_breakdown(h100(), 512, 256)  # one more block per layer to save
+    assert with_save.copies == 94 * 3
 
 
 def test_system_measurement_only_for_its_own_link() -> None:

@@ -10,7 +10,8 @@ from matplotlib.figure import Figure
 
 from kvroof.cost.deployment import deployment
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for, max_new_tokens_for_crossover
-from kvroof.cost.timing import ttft
+from kvroof.cost.timing import compute_breakdown, ttft
+from kvroof.cost.transfer import transfer_breakdown
 from kvroof.errors import KvroofError
 from kvroof.plot import (
     ceilings_figure,
@@ -76,15 +77,30 @@ def test_roofline_never_transfer_bound_has_no_line() -> None:
 
 
 def test_ceilings_roofs() -> None:
+    """Hierarchical roofline: each roof is intensity x its level's bandwidth; a request sits at
+    FLOPs per HBM byte (circle) and FLOPs per link byte (triangle), both at its ideal-overlap
+    FLOP/s, each under the roof of its own level."""
     fig = ceilings_figure(QWEN, [(64, 6400)])
-    (link_roof,) = by_gid(fig, "roof:link")
-    x, y = link_roof.get_data()  # type: ignore[attr-defined]
-    slope_region = np.asarray(x) < float(QWEN.effective_compute) / float(QWEN.effective_bandwidth)
-    np.testing.assert_allclose(np.asarray(y)[slope_region] * 1e12,
-                               np.asarray(x)[slope_region] * float(QWEN.effective_bandwidth))
-    (point,) = by_gid(fig, "request:64,6400")
+    for gid, bandwidth in (("roof:link", float(QWEN.effective_bandwidth)),
+                           ("roof:hbm", float(QWEN.effective_hbm_bandwidth))):
+        (roof,) = by_gid(fig, gid)
+        x, y = roof.get_data()  # type: ignore[attr-defined]
+        slope_region = np.asarray(x) < float(QWEN.effective_compute) / bandwidth
+        np.testing.assert_allclose(np.asarray(y)[slope_region] * 1e12,
+                                   np.asarray(x)[slope_region] * bandwidth)
     achieved = float(ttft(QWEN, 64, 6400, "ideal").achieved_flops)
-    assert point.get_offsets()[0][1] == pytest.approx(achieved / 1e12)  # type: ignore[attr-defined]
+    parts = compute_breakdown(QWEN, 64, 6400)
+    flops = float(parts.flops) / QWEN.tp
+    link_bytes = float(transfer_breakdown(QWEN, 6400, 64).bytes_per_rank) + float(
+        transfer_breakdown(QWEN, 6400, 64).save_bytes)
+    for gid, intensity, bandwidth in (
+        ("request-hbm:64,6400", flops / float(parts.hbm_bytes), QWEN.effective_hbm_bandwidth),
+        ("request-link:64,6400", flops / link_bytes, QWEN.effective_bandwidth),
+    ):
+        (point,) = by_gid(fig, gid)
+        x, y = point.get_offsets()[0]  # type: ignore[attr-defined]
+        assert (x, y) == (pytest.approx(intensity), pytest.approx(achieved / 1e12))
+        assert y * 1e12 <= intensity * float(bandwidth) * (1 + 1e-9)  # under its own roof
     labels_have_units(fig)
 
 

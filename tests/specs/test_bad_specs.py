@@ -196,3 +196,73 @@ def test_counts_have_a_ceiling(tmp_path: Path) -> None:
     expect_error(path, "num_layers", "less than or equal to 1000000000000 (got <an integer of")
     path = write(tmp_path, GOOD_MODEL.replace("hidden_size: 64", "hidden_size: 1" + "0" * 13))
     expect_error(path, "hidden_size", "less than or equal to 1000000000000")
+
+
+GOOD_SYSTEM = """\
+spec: system
+name: toy-box
+accelerator: h100-sxm
+num_accelerators: 4
+host_link: pcie-gen5-x16
+host_memory:
+  bandwidth_per_socket: 281.6 GB/s
+  channels_per_socket: 8
+  transfer_rate: 4400
+  sustained_fraction: 0.8
+  inter_socket_bandwidth: 100 GB/s
+  capacity_per_socket: 1 TB
+  sockets: 2
+gpu_sockets: [0, 0, 1, 1]
+sources: {default: written for this test}
+"""
+
+
+def test_physics_fields_load(tmp_path: Path) -> None:
+    system = load_spec_file(write(tmp_path, GOOD_SYSTEM))
+    assert system.socket_of(2) == 1  # type: ignore[union-attr]
+    memory = system.host_memory  # type: ignore[union-attr]
+    assert memory.sustained_bandwidth_per_socket == pytest.approx(281.6e9 * 0.8)
+
+
+@pytest.mark.parametrize(("old", "new", "field", "fragment"), [
+    ("transfer_rate: 4400", "transfer_rate: 4800", "host_memory",
+     "differs from channels_per_socket x transfer_rate x 8 B (307.2 GB/s)"),
+    ("  transfer_rate: 4400\n", "", "host_memory",
+     "channels_per_socket and transfer_rate (MT/s) go together"),
+    ("sustained_fraction: 0.8", "sustained_fraction: 1.5", "host_memory.sustained_fraction",
+     "less than or equal to 1"),
+    # checks across fields name the field in the message
+    ("gpu_sockets: [0, 0, 1, 1]", "gpu_sockets: [0, 1]", "",
+     "gpu_sockets has 2 entries for 4 GPUs"),
+    ("gpu_sockets: [0, 0, 1, 1]", "gpu_sockets: [0, 0, 1, 2]", "",
+     "gpu_sockets: socket 2 does not exist"),
+])
+def test_bad_system_fields(tmp_path: Path, old: str, new: str, field: str, fragment: str) -> None:
+    assert old in GOOD_SYSTEM
+    path = write(tmp_path, GOOD_SYSTEM.replace(old, new))
+    expect_error(path, field, fragment)
+
+
+@pytest.mark.parametrize(("extra", "field", "fragment"), [
+    ("achievable_compute: {bf16: 120 TFLOPS}\n", "", "achievable_compute.bf16 (1.2e+14) exceeds "
+     "the dense peak"),
+    ("achievable_compute: {fp8: 50 TFLOPS}\n", "", "no peak_compute.fp8 to compare it with"),
+    ("achievable_hbm_bandwidth: 2 TB/s\n", "", "achievable_hbm_bandwidth (2e+12 B/s) exceeds"),
+    ("allreduce_latency: 10 GB/s\n", "allreduce_latency", "is a bandwidth"),
+])
+def test_bad_accelerator_fields(tmp_path: Path, extra: str, field: str, fragment: str) -> None:
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("sources:", extra + "sources:"))
+    expect_error(path, field, fragment)
+
+
+def test_bad_link_directions(tmp_path: Path) -> None:
+    link = ("spec: link\nname: l\nkind: pcie\npeak_bandwidth: 10 GB/s\n"
+            "sustained_d2h_bandwidth: 12 GB/s\nsources: {default: test}\n")
+    expect_error(write(tmp_path, link), "", "sustained_d2h_bandwidth (1.2e+10 B/s) exceeds")
+    both = link.replace("sustained_d2h_bandwidth: 12", "sustained_bidirectional_bandwidth: 25")
+    expect_error(write(tmp_path, both, "b.yaml"), "", "exceeds twice peak_bandwidth")
+
+
+def test_bad_weight_format(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("published:", "weights: {dtype: fp6}\npublished:"))
+    expect_error(path, "weights.dtype", "fp6")

@@ -35,8 +35,11 @@ def test_import_equals_registry_spec(registry: Registry, path: Path) -> None:
     assert imported.architecture() == registry.model(path.stem).architecture()
     config = json.loads(path.read_text())
     if "head_dim" not in config and "kv_lora_rank" not in config:
-        # Llama-3.1 and Mixtral configs leave head_dim out; the import says it used the default.
+        # Llama-3.1/Llama-2, Mistral-7B, Mixtral and Qwen2.5 configs leave head_dim out; the
+        # import says it used the default.
         assert any("head_dim missing" in str(w.message) for w in caught)
+    else:
+        assert not any("head_dim missing" in str(w.message) for w in caught)
 
 
 def test_kinds_come_from_fields_not_names() -> None:
@@ -54,6 +57,77 @@ def test_gpt_oss_sliding_layers() -> None:
     assert (spec.sliding_window.size, spec.sliding_window.period, spec.sliding_window.offset) == (
         128, 2, 0)
     assert spec.num_sliding_layers == 18
+
+
+def test_gpt_oss_20b_sliding_layers() -> None:
+    spec = model_from_hf_config(HF_CONFIGS / "gpt-oss-20b.json")
+    assert spec.sliding_window is not None
+    assert (spec.sliding_window.size, spec.sliding_window.period, spec.sliding_window.offset) == (
+        128, 2, 0)
+    assert (spec.num_sliding_layers, spec.num_full_layers) == (12, 12)
+    assert spec.ffn.kind == "moe" and spec.ffn.num_experts == 32
+
+
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")
+@pytest.mark.parametrize("name", ["qwen2.5-1.5b", "qwen2.5-3b", "qwen2.5-7b"])
+def test_qwen2_window_size_without_use_sliding_window_is_no_window(name: str) -> None:
+    """Qwen2.5 configs write a sliding_window size (32768 or 131072) next to
+    use_sliding_window: false; HuggingFace's Qwen2 class then uses no window, and neither do we."""
+    config = load(name)
+    assert config["sliding_window"] and config["use_sliding_window"] is False
+    spec = model_from_hf_config(config)
+    assert spec.sliding_window is None
+    assert spec.num_full_layers == spec.num_layers
+    # Qwen2.5-3B-Instruct writes max_window_layers 70 for its 36 layers; unused without a window.
+    assert model_from_hf_config(config | {"max_window_layers": 70}).sliding_window is None
+
+
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")
+def test_qwen2_bias_and_tie_fields() -> None:
+    """Qwen2.5 small models tie embeddings; the q/k/v biases are not a config field and are
+    left out of parameter counts (see tests/cost/test_params.py)."""
+    spec = model_from_hf_config(load("qwen2.5-1.5b"))
+    assert spec.tie_word_embeddings
+    assert not model_from_hf_config(load("qwen2.5-7b")).tie_word_embeddings
+    assert spec.attention.kind == "gqa" and spec.attention.head_dim == 128
+
+
+def test_mistral_class_defaults() -> None:
+    """MistralForCausalLM: head_dim defaults to hidden / heads; a config without a sliding_window
+    key gets the class default, 4096 tokens on every layer (as Mistral-7B-v0.1), with a warning;
+    "sliding_window": null means none. Other classes keep "absent means none"."""
+    llama = load("llama-3.1-8b")
+    assert "sliding_window" not in llama and "head_dim" not in llama
+    mistral = llama | {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}
+    with pytest.warns(SpecWarning) as caught:
+        window = model_from_hf_config(mistral).sliding_window
+    messages = [str(w.message) for w in caught]
+    assert any("head_dim missing; using 128" in m for m in messages)
+    assert any("sliding_window missing; using 4096 on every layer" in m for m in messages)
+    assert window is not None and (window.size, window.period, window.offset) == (4096, 1, 0)
+    with pytest.warns(SpecWarning, match="head_dim missing"):
+        assert model_from_hf_config(mistral | {"sliding_window": None}).sliding_window is None
+    with pytest.warns(SpecWarning, match="head_dim missing"):
+        assert model_from_hf_config(llama).sliding_window is None
+
+
+def test_mistral_7b_v03_has_no_window_v01_had_4096() -> None:
+    """Mistral-7B-v0.3 writes "sliding_window": null (no window, the registry's choice); v0.1
+    wrote 4096, which slides on every layer."""
+    config = load("mistral-7b-v0.3")
+    assert config["architectures"] == ["MistralForCausalLM"] and config["sliding_window"] is None
+    with pytest.warns(SpecWarning, match="head_dim missing"):
+        assert model_from_hf_config(config).sliding_window is None
+    v01 = config | {"sliding_window": 4096, "vocab_size": 32000, "rope_theta": 10000.0,
+                    "head_dim": 128}
+    window = model_from_hf_config(v01).sliding_window
+    assert window is not None and (window.size, window.period, window.offset) == (4096, 1, 0)
+
+
+def test_mistral_small_head_dim_is_not_hidden_over_heads() -> None:
+    spec = model_from_hf_config(load("mistral-small-24b-2501"))
+    assert spec.attention.kind == "gqa"
+    assert (spec.attention.head_dim, spec.hidden_size // spec.attention.num_heads) == (128, 160)
 
 
 def test_directory_path_reads_config_json(tmp_path: Path) -> None:
@@ -96,3 +170,35 @@ def test_head_dim_default_warns() -> None:
     config = load("mixtral-8x7b")
     with pytest.warns(SpecWarning, match="head_dim missing; using 128"):
         model_from_hf_config(config)
+
+
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")  # Llama-3.1 configs leave it out
+def test_weight_format_from_quantization_config() -> None:
+    """fp8 (DeepSeek-V3's quantization_config) -> FP8 linear layers, bf16 embeddings; mxfp4
+    (gpt-oss) -> MXFP4 experts of a MoE; awq/gptq bits -> int4/int8; torch_dtype otherwise."""
+    deepseek = model_from_hf_config(load("deepseek-v3"))
+    assert (deepseek.weights.dtype, deepseek.weights.embeddings) == ("fp8", "bf16")
+    oss = model_from_hf_config(load("gpt-oss-120b"))
+    assert (oss.weights.dtype, oss.weights.experts) == ("bf16", "mxfp4")
+    llama = load("llama-3.1-8b")
+    assert model_from_hf_config(llama).weights.dtype == "bf16"
+    for method, bits, dtype in (("awq", 4, "int4"), ("gptq", 8, "int8")):
+        quant = {**llama, "quantization_config": {"quant_method": method, "bits": bits}}
+        assert model_from_hf_config(quant).weights.dtype == dtype
+    fp16 = {**llama, "torch_dtype": "float16"}
+    assert model_from_hf_config(fp16).weights.embeddings == "fp16"
+
+
+@pytest.mark.parametrize(("change", "field", "fragment"), [
+    ({"quantization_config": {"quant_method": "bitsandbytes"}},
+     "quantization_config.quant_method", "unsupported quantization 'bitsandbytes'"),
+    ({"quantization_config": {"quant_method": "awq", "bits": 3}},
+     "quantization_config.bits", "expected 4 or 8 bits"),
+    ({"quantization_config": "fp8"}, "quantization_config", "expected a mapping"),
+    ({"torch_dtype": "float64"}, "torch_dtype", "unsupported dtype 'float64'"),
+])
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")
+def test_bad_quantization_config(change: dict[str, Any], field: str, fragment: str) -> None:
+    with pytest.raises(SpecError) as info:
+        model_from_hf_config({**load("llama-3.1-8b"), **change})
+    assert info.value.field == field and fragment in str(info.value)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kvroof.errors import UnknownNameError
+from kvroof.cost.deployment import deployment
+from kvroof.errors import KvroofError, UnknownNameError
 from kvroof.specs.registry import ENV_VAR, Registry, SpecWarning, default_registry
 
 USER_GPU = """\
@@ -130,18 +131,27 @@ def test_broken_user_folder_does_not_hide_builtins(tmp_path: Path) -> None:
     assert any("host_link: no link named 'nope'" in p for p in registry.problems)
     assert any("does not exist" in p for p in registry.problems)
     assert "ghost" not in registry.names("accelerator")
-    assert len(registry.names("model")) == 11
+    assert len(registry.names("model")) == 23
 
 
 def test_registry_contents(registry: Registry) -> None:
-    assert len(registry.names("model")) == 11
-    assert {"a100-sxm", "a100-pcie", "h100-sxm", "h100-pcie", "h200", "gh200", "b200", "gb200",
-            "b300", "l40s", "mi300x", "mi325x", "mi355x", "gaudi3"} <= set(
-        registry.names("accelerator"))
+    assert len(registry.names("model")) == 23
+    assert {"a100-sxm", "a100-sxm-40gb", "a100-pcie", "h100-sxm", "h100-pcie", "h200", "gh200",
+            "b200", "gb200", "b300", "gb300", "l40s", "rtx-4090", "rtx-pro-6000-server", "t4",
+            "mi300x", "mi325x", "mi355x", "gaudi3"} <= set(registry.names("accelerator"))
     assert {"pcie-gen3-x16", "pcie-gen4-x16", "pcie-gen5-x16", "pcie-gen6-x16", "nvlink-c2c",
             "cxl2-x8-expander", "nvme-gen4-x4", "nvme-gen5-x4", "rdma-400g"} <= set(
         registry.names("link"))
     assert len(registry.names("system")) >= 7
+
+
+def test_t4_has_no_bf16_and_says_so(registry: Registry) -> None:
+    """Turing has no BF16 tensor path: the default compute dtype is refused with the dtypes the
+    T4 has, and fp16 works."""
+    with pytest.raises(KvroofError, match="t4 has no published peak for bf16"):
+        deployment("llama-3.2-1b", accelerator="t4", registry=registry)
+    dep = deployment("llama-3.2-1b", accelerator="t4", compute_dtype="fp16", registry=registry)
+    assert dep.peak_compute == 65e12
 
 
 def test_values_from_files_are_cut_in_messages(tmp_path: Path) -> None:

@@ -36,4 +36,36 @@ def test_names_and_aliases_are_unique(registry: Registry) -> None:
 
 
 def test_files_found() -> None:
-    assert len(FILES) >= 14 + 9 + 7 + 11
+    assert len(FILES) >= 19 + 9 + 7 + 23
+
+
+@pytest.mark.parametrize(
+    ("name", "bus_bits", "gbit_per_pin"),
+    [("rtx-4090", 384, 21), ("rtx-pro-6000-server", 512, 28), ("t4", 256, 10)],
+)
+def test_gddr_bandwidth_is_bus_times_rate(
+    registry: Registry, name: str, bus_bits: int, gbit_per_pin: int
+) -> None:
+    """GDDR cards: bandwidth = bus width x per-pin rate / 8 (1008, 1792, 320 GB/s)."""
+    assert registry.accelerator(name).hbm_bandwidth == bus_bits * gbit_per_pin * 1e9 / 8
+
+
+def test_a100_40gb_differs_from_80gb_only_in_memory(registry: Registry) -> None:
+    small, large = registry.accelerator("a100-sxm-40gb"), registry.accelerator("a100-sxm")
+    assert small.peak_compute == large.peak_compute
+    assert small.peak_compute_sparse == large.peak_compute_sparse
+    assert (small.tdp, small.host_link, small.scale_up_bandwidth) == (
+        large.tdp, large.host_link, large.scale_up_bandwidth)
+    assert (small.hbm_capacity, small.hbm_bandwidth) == (40e9, 1555e9)
+
+
+def test_sparse_peaks_are_twice_dense_where_printed(registry: Registry) -> None:
+    """NVIDIA prints 2:4-sparse figures at 2x dense; the new cards keep that relation, except
+    the RTX PRO 6000's family-wide "4,000 AI TOPS" (FP4, at the Workstation clock) and GB300's
+    FP4, where NVIDIA prints 1,440 sparse against 1,080 dense PFLOPS per 72 GPUs (4/3, not 2)."""
+    for name in ("rtx-4090", "a100-sxm-40gb", "gb300"):
+        acc = registry.accelerator(name)
+        for dtype, sparse in acc.peak_compute_sparse.items():
+            ratio = 4 / 3 if (name, dtype) == ("gb300", "fp4") else 2
+            assert sparse == pytest.approx(ratio * acc.peak_compute[dtype], rel=1e-3), (name, dtype)
+    assert registry.accelerator("t4").peak_compute_sparse == {}

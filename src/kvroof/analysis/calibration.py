@@ -3,10 +3,13 @@
 Input: the rows ``kvroof measure prefill`` writes (T, K, KV bytes, FLOPs, compute, transfer,
 serial and overlapped seconds) and the system they were measured on. Fitted:
 
-- compute efficiency against T: ``eff(T) = eff_max x T / (T + T_half)`` of the accelerator's
-  dense peak, by weighted linear least squares on ``1 / achieved = a + b / T`` (``a = 1 /
-  (peak eff_max)``, ``T_half = b / a``; relative weights). When the efficiency does not grow with
-  T (``b < 0``) it is fitted as a constant and the result says so;
+- the GPU roofline: a row whose measured compute time the HBM reads explain (``HBM bytes /
+  (HBM peak x HBM efficiency)`` at least as long) is HBM-bound and fits the HBM efficiency (the
+  median over those rows); the others are FLOP-bound and fit the compute efficiency against T,
+  ``eff(T) = eff_max x T / (T + T_half)`` of the accelerator's dense peak, by weighted linear
+  least squares on ``1 / achieved = a + b / T`` (``a = 1 / (peak eff_max)``, ``T_half = b / a``;
+  relative weights). The two fits and the split are iterated to a fixed point. When the
+  efficiency does not grow with T (``b < 0``) it is fitted as a constant and the result says so;
 - link bandwidth and per-copy latency: ``t_x = bytes / BW + latency x copies`` (copies = one per
   layer for keys and one for values, as the benchmark loads them), weighted least squares; a
   negative latency is refitted as zero and said;
@@ -32,7 +35,7 @@ from numpy.typing import ArrayLike
 
 from kvroof.cost.deployment import Deployment, Granularity
 from kvroof.cost.kappa import kappa_crit
-from kvroof.cost.timing import ttft
+from kvroof.cost.timing import compute_breakdown, ttft
 from kvroof.errors import KvroofError
 from kvroof.measure.link import fit_latency_bandwidth
 from kvroof.measure.prefill import LayerShape, measured_kappa_crit
@@ -48,6 +51,8 @@ __all__ = [
     "fit_compute_efficiency",
     "fit_link",
     "fit_overlap_efficiency",
+    "fit_roofline",
+    "hbm_bytes_of_stack",
     "stack_deployment",
 ]
 
@@ -123,6 +128,55 @@ def fit_compute_efficiency(
     return 1.0 / (a * peak), b / a, note
 
 
+def hbm_bytes_of_stack(shape: LayerShape, layers: int, system: System, accelerator: Accelerator,
+                       link: Link, new_tokens: ArrayLike, cached_tokens: ArrayLike) -> Any:
+    """HBM bytes the benchmark's stack reads per prefill (weights and KV), from the cost model."""
+    dep = stack_deployment(shape, layers, system, accelerator, link)
+    return np.asarray(compute_breakdown(dep, new_tokens, cached_tokens).hbm_bytes)
+
+
+def fit_roofline(
+    new_tokens: ArrayLike, flops: ArrayLike, seconds: ArrayLike, hbm_bytes: ArrayLike,
+    peak: float, hbm_peak: float, hbm_efficiency: float, rounds: int = 20, margin: float = 0.05,
+) -> tuple[float, float, float | None, str]:
+    """(eff_max, T_half, HBM efficiency or None, note): split the rows into HBM-bound (the HBM
+    reads at the current HBM efficiency take at least the measured time less ``margin``, which
+    keeps noisy rows near the ridge out of the compute fit) and FLOP-bound, fit the HBM
+    efficiency on the first and the compute efficiency curve on the second, repeat."""
+    t = np.asarray(new_tokens, dtype=np.float64)
+    f = np.asarray(flops, dtype=np.float64)
+    s = np.asarray(seconds, dtype=np.float64)
+    b = np.asarray(hbm_bytes, dtype=np.float64)
+    eta = hbm_efficiency
+    fitted_eta: float | None = None
+    notes: list[str] = []
+    flop_bound = np.ones(t.shape, dtype=bool)
+    for _ in range(rounds):
+        flop_bound = s > b / (hbm_peak * eta) * (1 + margin)
+        if not (~flop_bound).any():
+            break
+        implied = b[~flop_bound] / (hbm_peak * s[~flop_bound])
+        new_eta = float(np.median(implied))
+        if new_eta > 1:
+            notes.append(f"the HBM-bound rows imply {new_eta:.2f}x the HBM peak; written as 1")
+            new_eta = 1.0
+        fitted_eta = new_eta
+        if new_eta == eta:
+            break
+        eta = new_eta
+    if not flop_bound.any():
+        raise KvroofError("every row is limited by HBM reads, so compute efficiency cannot be "
+                          "fitted: measure larger T")
+    eff_max, half, note = fit_compute_efficiency(t[flop_bound], f[flop_bound] / s[flop_bound],
+                                                 peak)
+    if note:
+        notes.append(note)
+    if fitted_eta is not None:
+        notes.append(f"{int((~flop_bound).sum())} of {t.size} rows are HBM-bound; HBM "
+                     f"efficiency fitted on them")
+    return eff_max, half, fitted_eta, "; ".join(notes)
+
+
 def fit_link(size: ArrayLike, copies: int, seconds: ArrayLike) -> tuple[float, float, str]:
     """(bandwidth, latency per copy, note) of ``t = bytes / bandwidth + latency x copies`` for
     loads of ``copies`` copies each: :func:`kvroof.measure.link.fit_latency_bandwidth` (relative
@@ -165,7 +219,7 @@ def stack_deployment(shape: LayerShape, layers: int, system: System, accelerator
     loading, the whole request as one block with one copy per layer for keys and values."""
     return Deployment(
         model=shape.as_model(layers), accelerator=accelerator, link=link, system=system,
-        gpus_loading=1, granularity=Granularity(None, "per-layer-kv"),
+        gpus_loading=1, granularity=Granularity(None, "per-layer-kv"), write_back=False,
     )
 
 
@@ -220,9 +274,14 @@ def calibrate(
     k = np.array([r.K for r in rows], dtype=np.float64)
     compute_s = np.array([r.compute_s for r in rows])
     transfer_s = np.array([r.transfer_s for r in rows])
+    flops = np.array([r.flops for r in rows])
     try:
-        eff_max, half, compute_note = fit_compute_efficiency(
-            t, [r.flops / r.compute_s for r in rows], peak)
+        eff_max, half, hbm_efficiency, compute_note = fit_roofline(
+            t, flops, compute_s,
+            hbm_bytes_of_stack(shape, layers, system, accelerator, link, t, k),
+            peak, accelerator.hbm_bandwidth,
+            float(stack_deployment(shape, layers, system, accelerator, link)
+                  .resolved_hbm_efficiency))
         bandwidth, latency, link_note = fit_link(
             [rows[i].kv_bytes for i in loaded], 2 * layers, transfer_s[loaded])
         overlapped = [i for i, r in enumerate(rows) if r.overlap_s is not None]
@@ -235,8 +294,8 @@ def calibrate(
                 [rows[i].overlap_s or 0.0 for i in overlapped], [layers] * len(overlapped))
     except KvroofError as error:
         raise ResultsError(f"{results.path}: {error}") from None
-    fitted = {"compute efficiency": eff_max, "T_half": half, "link bandwidth": bandwidth,
-              "latency": latency, "overlap efficiency": eta}
+    fitted = {"compute efficiency": eff_max, "T_half": half, "HBM efficiency": hbm_efficiency,
+              "link bandwidth": bandwidth, "latency": latency, "overlap efficiency": eta}
     bad = [k for k, v in fitted.items() if v is not None and not math.isfinite(v)]
     if bad:
         raise ResultsError(f"{results.path}: the rows do not determine {', '.join(bad)} (the "
@@ -247,7 +306,8 @@ def calibrate(
             f"{accelerator.name}; the results come from other hardware than --system says"
         )
     calibration = Calibration(
-        compute_efficiency_max=eff_max, compute_half_tokens=half, link_bandwidth=bandwidth,
+        compute_efficiency_max=eff_max, compute_half_tokens=half,
+        hbm_efficiency=hbm_efficiency, link_bandwidth=bandwidth,
         link_latency=latency, overlap_efficiency=eta, results=str(results.path),
         rows=len(rows), fitted_at=datetime.now(UTC).replace(microsecond=0).isoformat(),
     )

@@ -1,7 +1,8 @@
 """The seed paper's printed numbers, the inputs that reproduce them, and the comparison.
 
 Meng, Lee, Wang, "Understanding Bottlenecks for Efficiently Serving LLM Inference With KV
-Offloading", arXiv 2601.19910 (as summarized in ../shared/docs/paper-notes.md).
+Offloading", arXiv 2601.19910 (arxiv.org/abs/2601.19910; the tables' section numbers were not
+verified).
 
 What the printed tables imply (worked out here, checked by the tests):
 

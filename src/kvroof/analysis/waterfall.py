@@ -6,10 +6,14 @@ ratio between consecutive steps says how much that change moves the answer:
 1. paper: the paper's formula with the paper's inputs (sparse-class C, stated link bandwidth);
 2. dense peak: the accelerator's dense peak for the compute dtype instead;
 3. link bandwidth: the deployment's link bandwidth (peak or sustained) instead;
-4. full model, TP 1: real prefill FLOPs (attention over the cached context, MLA up-projection,
-   LM head once), per-copy latency and granularity, host DRAM sharing;
-5. TP N: tensor parallelism (compute split N ways; GQA KV split min(N, kv_heads) ways; the MLA
-   latent not split).
+4. achievable compute: the deployment's compute efficiency (the published achievable matmul
+   rate by default) in the paper's formula;
+5. full model, busy iteration: everything the cost model counts except the request's own weight
+   reads (it shares them with an iteration of ``iteration_tokens``, default 8,192): attention
+   over the cached context, MLA up-projection, LM head once, TP (compute split N ways, GQA KV
+   split min(N, kv_heads) ways, the MLA latent not split) and its all-reduces, per-copy latency,
+   write-back, host DRAM by NUMA node;
+6. request alone: the request reads the weights for itself (the HBM roof).
 """
 
 from __future__ import annotations
@@ -34,21 +38,27 @@ class WaterfallStep:
 
 
 def kappa_waterfall(
-    dep: Deployment, new_tokens: float, paper_compute: float, paper_bandwidth: float
+    dep: Deployment, new_tokens: float, paper_compute: float, paper_bandwidth: float,
+    iteration_tokens: float = 8192.0,
 ) -> list[WaterfallStep]:
-    """The steps from the paper's kappa_crit to the full-mode one for ``dep`` at ``new_tokens``."""
+    """The steps from the paper's kappa_crit to the full-mode one for ``dep`` (alone) at
+    ``new_tokens``."""
     model = dep.model
     active = model.published.active if model.published else None
-    one_gpu = dataclasses.replace(dep, tp=1)
-    paper = kappa_paper_for(one_gpu)
+    paper = kappa_paper_for(dep)
+    alone = dataclasses.replace(dep, iteration_tokens=None)
+    busy = dataclasses.replace(dep, iteration_tokens=max(iteration_tokens, new_tokens))
+    achievable = paper.kappa_crit * paper.compute / float(dep.effective_compute)
     values = [
         ("paper", float(kappa_paper(active or paper.active_params, paper.kv_bytes_per_token,
                                     paper_bandwidth, paper_compute).kappa_crit)),
         ("dense peak", float(kappa_paper(paper.active_params, paper.kv_bytes_per_token,
                                          paper_bandwidth, paper.compute).kappa_crit)),
         ("link bandwidth", float(paper.kappa_crit)),
-        ("full model, TP 1", float(kappa_crit(one_gpu, new_tokens).kappa_crit)),
-        (f"TP {dep.tp}", float(kappa_crit(dep, new_tokens).kappa_crit)),
+        ("achievable compute", float(achievable)),
+        (f"full model, TP {dep.tp}, busy iteration", float(kappa_crit(busy,
+                                                                       new_tokens).kappa_crit)),
+        ("request alone (weight reads)", float(kappa_crit(alone, new_tokens).kappa_crit)),
     ]
     steps = []
     previous = values[0][1]

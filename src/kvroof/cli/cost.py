@@ -3,21 +3,70 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import warnings
 from typing import Any
 
-from kvroof.cli.common import print_json, print_table
+import numpy as np
+
+from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args, flag_error
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
 from kvroof.cost.kv import kv_bytes_per_token
-from kvroof.cost.timing import OVERLAP_MODES, ttft
+from kvroof.cost.memory_fit import check_fit, memory_fit
+from kvroof.cost.timing import OVERLAP_MODES, compute_breakdown, ttft
 from kvroof.cost.transfer import kv_bytes_per_rank
 from kvroof.errors import KvroofError
 from kvroof.units import Kind, format_quantity
 
-__all__ = ["kappa_report", "register", "ttft_report"]
+__all__ = ["DEFAULT_TOKEN_BUDGET", "kappa_report", "other_regime", "register", "ttft_report"]
+
+DEFAULT_TOKEN_BUDGET = 8192
+"""The engine's tokens per iteration for the "full iteration" regime: vLLM's
+``max_num_batched_tokens`` for ``vllm serve`` on 80 GB-class GPUs (vllm/engine/arg_utils.py)."""
+
+
+def _add_regime_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--token-budget", type=float, default=DEFAULT_TOKEN_BUDGET, metavar="N",
+                        help="tokens of a full iteration, for the other regime shown beside "
+                             f"the result (default {DEFAULT_TOKEN_BUDGET}, vLLM's)")
+
+
+def _add_output_flags(parser: argparse.ArgumentParser) -> None:
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    output.add_argument("--csv", action="store_true",
+                        help="print one CSV record (SI units; nested fields dotted)")
+
+
+def _iteration_tokens(dep: Deployment) -> float | None:
+    n = dep.iteration_tokens
+    return None if n is None else float(np.asarray(n, dtype=np.float64))
+
+
+def regime_of(dep: Deployment) -> str:
+    """``alone`` (the request reads the weights for itself) or ``iteration`` (it shares one
+    weight read with the other tokens of a busy iteration)."""
+    return "alone" if dep.iteration_tokens is None else "iteration"
+
+
+def other_regime(dep: Deployment, new_tokens: float, budget: float) -> Deployment:
+    """The deployment in the regime ``dep`` is not in: alone if it is inside an iteration;
+    inside a full iteration of ``budget`` tokens (at least T) if it is alone."""
+    if dep.iteration_tokens is not None:
+        return dataclasses.replace(dep, iteration_tokens=None)
+    return dataclasses.replace(dep, iteration_tokens=max(budget, new_tokens))
+
+
+def _regime_text(dep: Deployment, new_tokens: float) -> str:
+    n = _iteration_tokens(dep)
+    if n is None:
+        return f"request alone (its {new_tokens:g} tokens read the weights)"
+    return (f"inside an iteration of {n:g} tokens (the request pays {new_tokens:g}/{n:g} of "
+            "the weight reads)")
 
 
 def register(commands: Any) -> None:
@@ -31,7 +80,8 @@ def register(commands: Any) -> None:
                        help="paper: 2 N_active / B_kv x BW / C; full: everything (default)")
     kappa.add_argument("--new-tokens", type=float, default=128.0, metavar="T",
                        help="new tokens T for full mode (default 128)")
-    kappa.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    _add_regime_flags(kappa)
+    _add_output_flags(kappa)
     kappa.set_defaults(handler=run_kappa)
 
     ttft_parser = commands.add_parser("ttft", help="time to first token of one request")
@@ -40,7 +90,8 @@ def register(commands: Any) -> None:
     ttft_parser.add_argument("--cached-tokens", type=float, required=True, metavar="K")
     ttft_parser.add_argument("--overlap", choices=OVERLAP_MODES, default="serial",
                              help="serial (paper Eq. 5), layerwise or ideal (default serial)")
-    ttft_parser.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    _add_regime_flags(ttft_parser)
+    _add_output_flags(ttft_parser)
     ttft_parser.set_defaults(handler=run_ttft)
 
 
@@ -54,7 +105,35 @@ def _hardware(dep: Deployment) -> dict[str, Any]:
     }
 
 
-def kappa_report(dep: Deployment, mode: str, new_tokens: float) -> dict[str, Any]:
+def _efficiencies(dep: Deployment, new_tokens: float) -> dict[str, Any]:
+    fit = memory_fit(dep)
+    return {
+        "compute_efficiency": float(dep.compute_efficiency_at(new_tokens)),
+        "compute_efficiency_source": dep.compute_efficiency_source,
+        "hbm_efficiency": float(dep.resolved_hbm_efficiency),
+        "weight_bytes_per_gpu": fit.weights,
+        "weight_dtype": fit.weight_dtype,
+        "hbm_needed_per_gpu": fit.needed,
+        "hbm_usable_per_gpu": fit.usable,
+    }
+
+
+def _kappa_value(dep: Deployment, new_tokens: float) -> dict[str, Any]:
+    result = kappa_crit(dep, new_tokens)
+    never = bool(result.never_transfer_bound)
+    return {
+        "regime": regime_of(dep),
+        "iteration_tokens": _iteration_tokens(dep),
+        "kappa_crit": None if never else float(result.kappa_crit),
+        "crossover_tokens": None if never else float(result.crossover_tokens),
+        "never_transfer_bound": never,
+        "reason": str(result.reason),
+        "method": result.method,
+    }
+
+
+def kappa_report(dep: Deployment, mode: str, new_tokens: float,
+                 token_budget: float = DEFAULT_TOKEN_BUDGET) -> dict[str, Any]:
     """The numbers ``kvroof kappa`` prints (SI units), from the library."""
     paper = kappa_paper_for(dep)
     report: dict[str, Any] = {
@@ -75,41 +154,80 @@ def kappa_report(dep: Deployment, mode: str, new_tokens: float) -> dict[str, Any
             compute=float(paper.compute),
         )
         return report
-    result = kappa_crit(dep, new_tokens)
-    never = bool(result.never_transfer_bound)
+    value = _kappa_value(dep, new_tokens)
+    at_k = 0.0 if value["crossover_tokens"] is None else value["crossover_tokens"]
+    parts = compute_breakdown(dep, new_tokens, at_k)
     report.update(
         new_tokens=new_tokens,
-        kappa_crit=None if never else float(result.kappa_crit),
-        crossover_tokens=None if never else float(result.crossover_tokens),
-        never_transfer_bound=never,
-        reason=str(result.reason),
+        **value,
+        other_regime=_kappa_value(other_regime(dep, new_tokens, token_budget), new_tokens),
+        compute_limit_at_crossover=parts.limit,
         flops_per_token=float(prefill_flops(dep.model, new_tokens, 0, dep.mla_mode).total)
         / new_tokens,
         bytes_per_token_per_rank=float(kv_bytes_per_rank(dep, 1.0)),
         bandwidth=float(dep.effective_bandwidth),
         compute=float(dep.effective_compute) * dep.tp,
-        method=result.method,
+        hbm_bandwidth=float(dep.effective_hbm_bandwidth),
+        **_efficiencies(dep, new_tokens),
     )
     return report
+
+
+def _fit_or_refuse(dep: Deployment, kv_tokens: float | None = None, *, strict: bool = True
+                   ) -> None:
+    try:
+        check_fit(dep, kv_tokens)
+    except KvroofError as error:
+        if strict:
+            raise
+        warnings.warn(f"{error} (paper mode computes the formula regardless)", stacklevel=2)
+
+
+def _memory_text(report: dict[str, Any]) -> str:
+    needed = format_quantity(report["hbm_needed_per_gpu"], Kind.CAPACITY)
+    usable = format_quantity(report["hbm_usable_per_gpu"], Kind.CAPACITY)
+    return f"{needed} of {usable} usable ({report['weight_dtype']} weights)"
+
+
+def _kappa_text(value: dict[str, Any]) -> str:
+    crit = value["kappa_crit"]
+    return "never transfer-bound" if crit is None else f"{crit:.4g}"
 
 
 def run_kappa(args: argparse.Namespace) -> None:
     if not (args.new_tokens > 0 and math.isfinite(args.new_tokens)):
         raise KvroofError(f"--new-tokens: must be positive, got {args.new_tokens:g}")
+    if not (args.token_budget >= 1 and math.isfinite(args.token_budget)):
+        raise KvroofError(f"--token-budget: must be at least 1, got {args.token_budget:g}")
     dep = deployment_from_args(args)
+    _fit_or_refuse(dep, strict=args.mode == "full")
     try:
-        report = kappa_report(dep, args.mode, args.new_tokens)
+        report = kappa_report(dep, args.mode, args.new_tokens, args.token_budget)
     except KvroofError as error:
         raise flag_error(error) from None
     if args.json:
         print_json(report)
         return
-    crit = report["kappa_crit"]
-    value = "never transfer-bound" if crit is None else f"{crit:.4g}"
+    if args.csv:
+        print_csv([flat_record(report)])
+        return
     rows = [
         ["deployment", dep.label],
         ["mode", args.mode + (f" (T = {args.new_tokens:g})" if args.mode == "full" else "")],
-        ["kappa_crit", value],
+    ]
+    if args.mode == "full":
+        other = report["other_regime"]
+        other_dep = other_regime(dep, args.new_tokens, args.token_budget)
+        rows += [
+            ["regime", _regime_text(dep, args.new_tokens)],
+            ["kappa_crit", _kappa_text(report)],
+            ["other regime", f"{_kappa_text(other)}: {_regime_text(other_dep, args.new_tokens)}"],
+            ["compute limit at K*", "HBM reads (weights and KV)"
+             if report["compute_limit_at_crossover"] == "hbm" else "FLOPs"],
+        ]
+    else:
+        rows.append(["kappa_crit", _kappa_text(report)])
+    rows += [
         ["kappa_M (2 N_active / B_kv)", f"{report['kappa_model']:.4g} FLOP/B"],
         ["kappa_HW (BW / C)", f"{report['kappa_hw']:.4g} B/FLOP"],
         ["KV bytes per token", format_quantity(report["kv_bytes_per_token"], Kind.CAPACITY)],
@@ -118,50 +236,90 @@ def run_kappa(args: argparse.Namespace) -> None:
         ["compute" + (" (TP group)" if args.mode == "full" else ""),
          format_quantity(report["compute"], Kind.COMPUTE)],
     ]
+    if args.mode == "full":
+        rows += [
+            ["compute efficiency", f"{report['compute_efficiency']:.3g} "
+                                   f"({report['compute_efficiency_source']})"],
+            ["HBM (per GPU)", f"{format_quantity(report['hbm_bandwidth'], Kind.BANDWIDTH)} "
+                              f"(efficiency {report['hbm_efficiency']:.3g})"],
+            ["memory (per GPU)", _memory_text(report)],
+        ]
     if report["reason"]:
         rows.append(["why", report["reason"]])
     print_table(rows)
 
 
 def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
-                overlap: str) -> dict[str, Any]:
+                overlap: str, token_budget: float = DEFAULT_TOKEN_BUDGET) -> dict[str, Any]:
     """The numbers ``kvroof ttft`` prints (SI units), from the library."""
     result = ttft(dep, new_tokens, cached_tokens, overlap)  # type: ignore[arg-type]
+    parts = compute_breakdown(dep, new_tokens, cached_tokens)
+    other_dep = other_regime(dep, new_tokens, token_budget)
+    other = ttft(other_dep, new_tokens, cached_tokens, overlap)  # type: ignore[arg-type]
     return {
         **_hardware(dep),
         "new_tokens": new_tokens,
         "cached_tokens": cached_tokens,
         "kappa_ratio": cached_tokens / new_tokens if new_tokens > 0 else math.inf,
+        "regime": regime_of(dep),
+        "iteration_tokens": _iteration_tokens(dep),
         **{key: (value if isinstance(value, str) else float(value))
            for key, value in result.as_dict().items()},
+        "flop_time_s": float(parts.flop_time),
+        "hbm_time_s": float(parts.hbm_time),
+        "allreduce_s": float(parts.comm_time),
+        "compute_limit": parts.limit,
+        "other_regime": {
+            "regime": regime_of(other_dep),
+            "iteration_tokens": _iteration_tokens(other_dep),
+            "ttft_s": float(other.ttft),
+            "bound": str(other.bound),
+        },
+        **_efficiencies(dep, new_tokens),
     }
 
 
 def run_ttft(args: argparse.Namespace) -> None:
+    if not (args.token_budget >= 1 and math.isfinite(args.token_budget)):
+        raise KvroofError(f"--token-budget: must be at least 1, got {args.token_budget:g}")
     dep = deployment_from_args(args)
     try:
-        report = ttft_report(dep, args.new_tokens, args.cached_tokens, args.overlap)
+        _fit_or_refuse(dep, args.new_tokens + args.cached_tokens
+                       if math.isfinite(args.new_tokens + args.cached_tokens) else None)
+        report = ttft_report(dep, args.new_tokens, args.cached_tokens, args.overlap,
+                             args.token_budget)
     except KvroofError as error:
         raise flag_error(error) from None
     if args.json:
         print_json(report)
         return
+    if args.csv:
+        print_csv([flat_record(report)])
+        return
 
     def seconds(key: str) -> str:
         return format_quantity(report[key], Kind.TIME)
 
+    other = report["other_regime"]
+    other_dep = other_regime(dep, args.new_tokens, args.token_budget)
     print_table([
         ["deployment", dep.label],
         ["request", f"T = {args.new_tokens:g} new, K = {args.cached_tokens:g} cached "
                     f"(K/T = {report['kappa_ratio']:.4g})"],
         ["overlap", args.overlap],
+        ["regime", _regime_text(dep, args.new_tokens)],
         ["TTFT", seconds("ttft_s")],
-        ["compute", seconds("compute_s")],
+        ["compute", f"{seconds('compute_s')} (FLOPs {seconds('flop_time_s')}, HBM reads "
+                    f"{seconds('hbm_time_s')}, all-reduce {seconds('allreduce_s')})"],
         ["transfer", seconds("transfer_s")],
         ["exposed transfer", seconds("exposed_transfer_s")],
         ["P_OH (transfer / compute)", f"{report['p_oh']:.4g}"],
         ["transfer share of TTFT", f"{100 * report['transfer_share']:.1f} %"],
         ["bound", report["bound"]],
+        ["other regime", f"TTFT {format_quantity(other['ttft_s'], Kind.TIME)}, "
+                         f"{other['bound']}-bound: {_regime_text(other_dep, args.new_tokens)}"],
         ["achieved (per GPU)", format_quantity(report["achieved_flops"], Kind.COMPUTE)],
         ["compute utilization", f"{100 * report['compute_utilization']:.1f} %"],
+        ["compute efficiency", f"{report['compute_efficiency']:.3g} "
+                               f"({report['compute_efficiency_source']})"],
     ])

@@ -10,11 +10,15 @@ from kvroof.cli.common import registry_from_args
 from kvroof.cost.deployment import (
     BANDWIDTH_SOURCES,
     COPY_LAYOUTS,
+    DEFAULT_KV_RESERVE_TOKENS,
+    DEFAULT_MEMORY_UTILIZATION,
+    MLA_TP_LOADS,
     Deployment,
     Granularity,
     deployment,
 )
 from kvroof.cost.flops import MLA_MODES
+from kvroof.cost.host_memory import LOCALITIES
 from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.units import Kind, UnitError, parse_quantity
@@ -48,13 +52,20 @@ def add_deployment_flags(
                       help="dtype whose dense peak sets compute (default bf16)")
     tune.add_argument("--kv-dtype", default="bf16", choices=sorted(DTYPE_BYTES),
                       help="dtype of the KV cache (default bf16)")
+    tune.add_argument("--weight-dtype", default=None, choices=sorted(DTYPE_BYTES),
+                      help="dtype of the linear-layer and expert weights (default: the "
+                           "published checkpoint's, e.g. fp8 for DeepSeek-V3)")
     tune.add_argument("--mla", default="expanded", choices=MLA_MODES,
                       help="MLA prefill: expanded (vLLM/SGLang) or absorbed (default expanded)")
     tune.add_argument("--compute", metavar="FLOPS",
                       help='per-GPU peak compute override, e.g. "2000 TFLOPS"')
     tune.add_argument("--compute-efficiency", type=float, default=None, metavar="F",
-                      help="fraction of peak compute achieved, in (0, 1] (default 1, or the "
-                           "system's calibrated curve)")
+                      help="fraction of peak compute achieved, in (0, 1] (default: the "
+                           "accelerator's published achievable matmul rate, or the system's "
+                           "calibrated curve; 1 = peak)")
+    tune.add_argument("--hbm-efficiency", type=float, default=None, metavar="F",
+                      help="fraction of HBM bandwidth a weight read reaches, in (0, 1] "
+                           "(default: the accelerator's measured figure, else 1)")
     tune.add_argument("--bandwidth", metavar="BW",
                       help='per-GPU host-link bandwidth override, e.g. "15 GB/s"')
     tune.add_argument("--bandwidth-source", default=None, choices=BANDWIDTH_SOURCES,
@@ -72,11 +83,30 @@ def add_deployment_flags(
                       help="copies per block (default per-layer)")
     tune.add_argument("--gpus-loading", type=int, metavar="N",
                       help="GPUs loading KV at once (default: all GPUs of the system)")
+    tune.add_argument("--host-memory-locality", default="local", choices=LOCALITIES,
+                      help="where the pinned KV buffers live: each GPU's own NUMA node, "
+                           "interleaved over the sockets, or the other socket (default local)")
     tune.add_argument("--overlap-efficiency", type=float, default=None, metavar="F",
                       help="share of the shorter of load and compute that overlap hides, in "
                            "[0, 1] (default 1, or the system's calibrated value)")
-    tune.add_argument("--allreduce", action="store_true",
-                      help="add TP all-reduce time over the scale-up link")
+    tune.add_argument("--allreduce", action=argparse.BooleanOptionalAction, default=True,
+                      help="two TP all-reduces per layer over the scale-up link (default on)")
+    tune.add_argument("--mla-tp-load", default="every-rank", choices=MLA_TP_LOADS,
+                      help="how an MLA latent reaches the TP ranks: every rank loads it (vLLM, "
+                           "SGLang), rank 0 loads and broadcasts (LMCache), or each loads a "
+                           "shard and all-gathers (default every-rank)")
+    tune.add_argument("--write-back", action=argparse.BooleanOptionalAction, default=True,
+                      help="save the new tokens' KV to host memory in the same step, sharing "
+                           "the link (default on)")
+    tune.add_argument("--iteration-tokens", type=float, default=None, metavar="N",
+                      help="tokens sharing one read of the weights (running decodes and other "
+                           "prefill chunks of the iteration); default: the request alone (T)")
+    tune.add_argument("--memory-utilization", type=float, default=DEFAULT_MEMORY_UTILIZATION,
+                      metavar="F", help="share of HBM the engine may use, in (0, 1] (default "
+                                        f"{DEFAULT_MEMORY_UTILIZATION:g}, vLLM's)")
+    tune.add_argument("--kv-reserve-tokens", type=float, default=DEFAULT_KV_RESERVE_TOKENS,
+                      metavar="N", help="tokens of KV that must fit beside the weights "
+                                        f"(default {DEFAULT_KV_RESERVE_TOKENS:g})")
     tune.add_argument("--tier", action="append", default=[], metavar="NAME=FRACTION",
                       help="share of cached tokens on a system tier (repeatable)")
 
@@ -116,6 +146,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "mla_mode": args.mla,
         "compute": quantity_flag("--compute", args.compute, Kind.COMPUTE),
         "compute_efficiency": args.compute_efficiency,
+        "hbm_efficiency": args.hbm_efficiency,
+        "weight_dtype": args.weight_dtype,
         "bandwidth": quantity_flag("--bandwidth", args.bandwidth, Kind.BANDWIDTH),
         "bandwidth_source": args.bandwidth_source,
         "link_efficiency": args.link_efficiency,
@@ -123,7 +155,13 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "latency": quantity_flag("--latency", args.latency, Kind.TIME),
         "granularity": Granularity(args.block_tokens or None, args.copy_layout),
         "gpus_loading": args.gpus_loading,
+        "host_memory_locality": args.host_memory_locality,
         "allreduce": args.allreduce,
+        "mla_tp_load": args.mla_tp_load,
+        "write_back": args.write_back,
+        "iteration_tokens": args.iteration_tokens,
+        "memory_utilization": args.memory_utilization,
+        "kv_reserve_tokens": args.kv_reserve_tokens,
         "tier_fractions": _tiers(args.tier),
     }
 
@@ -135,7 +173,12 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "bandwidth_source": "--bandwidth-source", "compute": "--compute",
                "bandwidth": "--bandwidth", "latency": "--latency",
                "new_tokens": "--new-tokens", "cached_tokens": "--cached-tokens",
-               "kv_dtype": "--kv-dtype", "mla_mode": "--mla"}
+               "kv_dtype": "--kv-dtype", "mla_mode": "--mla", "weight_dtype": "--weight-dtype",
+               "hbm_efficiency": "--hbm-efficiency",
+               "host_memory_locality": "--host-memory-locality", "mla_tp_load": "--mla-tp-load",
+               "iteration_tokens": "--iteration-tokens",
+               "memory_utilization": "--memory-utilization",
+               "kv_reserve_tokens": "--kv-reserve-tokens"}
 
 
 def flag_error(error: KvroofError) -> KvroofError:

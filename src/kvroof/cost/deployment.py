@@ -1,23 +1,37 @@
 """A deployment: a model on hardware, with the settings the cost model needs.
 
 :class:`Deployment` is a frozen dataclass; what-ifs are ``dataclasses.replace(dep, ...)``.
-Numeric settings (``compute``, ``compute_efficiency``, ``bandwidth``, ``link_efficiency``,
-``latency``) may be numpy arrays; they broadcast with the token counts given to the cost
-functions. :func:`deployment` builds one from registry names.
+Numeric settings (``compute``, ``compute_efficiency``, ``hbm_efficiency``, ``bandwidth``,
+``link_efficiency``, ``latency``, ``iteration_tokens``) may be numpy arrays; they broadcast with
+the token counts given to the cost functions. :func:`deployment` builds one from registry names.
 
 Per-GPU quantities (everything is per GPU unless a name says otherwise):
 
 - peak compute: ``compute`` if given, else the accelerator's dense peak for ``compute_dtype``;
-- effective compute: peak x ``compute_efficiency`` (default 1, or the system's calibrated
-  curve ``max x T / (T + half)``, which depends on the new tokens T);
-- link bandwidth: ``bandwidth`` if given, else the host link's ``peak`` or ``sustained``
-  (``bandwidth_source``; a system's measured ``host_link_sustained_bandwidth`` wins over the
-  link's published one), divided among the GPUs that share one host link and load at once, or
-  the system's ``calibrated`` per-GPU figure. The default source is ``calibrated`` on a system
-  with a calibration and ``peak`` otherwise;
-- effective bandwidth: ``min(link bandwidth x link_efficiency, host DRAM bandwidth / GPUs
-  loading at once)``; the DRAM bound applies only when a system is given. ``gpus_loading``
-  defaults to every GPU of the system (the worst case: all load together).
+- compute efficiency: ``compute_efficiency`` if given; else the system's calibrated curve
+  ``max x T / (T + half)``; else the accelerator's published maximum achievable matmul
+  throughput over its peak for ``compute_dtype`` (H100 SXM bf16: 794.5 / 989.4 = 0.80); else 1
+  (no published figure: the output says so). With a ``compute`` override the default is 1;
+- HBM efficiency: ``hbm_efficiency`` if given, else the accelerator's measured streaming
+  bandwidth over its HBM peak, else 1;
+- link bandwidth: ``bandwidth`` if given (both directions), else the host link's ``peak`` or
+  ``sustained`` (``bandwidth_source``; a system's measured ``host_link_sustained_bandwidth``
+  wins over the link's published one), divided among the loading GPUs that share one host
+  uplink, or the system's ``calibrated`` per-GPU figure. The default source is ``calibrated``
+  on a system with a calibration and ``peak`` otherwise. Device-to-host and both-directions
+  figures follow the same rules (:attr:`Deployment.link_d2h_bandwidth`,
+  :attr:`Deployment.link_duplex_bandwidth`);
+- host DRAM share: what the system's sockets sustain, shared among the GPUs loading at once by
+  NUMA node (:mod:`kvroof.cost.host_memory`; ``host_memory_locality``); no bound without a
+  system. ``gpus_loading`` defaults to every GPU of the system (all load together);
+- effective bandwidth: ``min(link bandwidth x link_efficiency, host DRAM share)``.
+
+Engine-facing settings, each defaulting to what engines do (sources in docs/cost-model.md):
+``allreduce`` (two all-reduces per layer for TP > 1, on), ``mla_tp_load`` (how MLA's replicated
+latent reaches the TP ranks: every rank loads it, as vLLM and SGLang do), ``write_back`` (the
+new tokens' KV is saved to host memory in the same step, as vLLM's connector waits for it),
+``iteration_tokens`` (the tokens that share one weight read, default: the request alone),
+``memory_utilization`` and ``kv_reserve_tokens`` (what must fit in HBM).
 """
 
 from __future__ import annotations
@@ -25,7 +39,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -39,17 +54,23 @@ from kvroof.cost.checks import (
     token_count,
 )
 from kvroof.cost.flops import MLA_MODES, MlaMode
+from kvroof.cost.host_memory import LOCALITIES, Locality, dram_share_per_gpu
+from kvroof.cost.weights import WeightBytes, weight_bytes_per_rank
 from kvroof.errors import KvroofError
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.specs.hardware import Accelerator, Calibration, Link, System
 from kvroof.specs.model import GQAAttention, ModelSpec
 from kvroof.specs.registry import Registry, default_registry
 
+if TYPE_CHECKING:
+    from kvroof.cost.terms import CostTerms
+
 __all__ = [
     "BandwidthSource",
     "CopyLayout",
     "Deployment",
     "Granularity",
+    "MlaTpLoad",
     "deployment",
 ]
 
@@ -57,6 +78,13 @@ BandwidthSource = Literal["peak", "sustained", "calibrated"]
 BANDWIDTH_SOURCES: tuple[BandwidthSource, ...] = ("peak", "sustained", "calibrated")
 CopyLayout = Literal["per-layer", "per-layer-kv", "per-block"]
 COPY_LAYOUTS: tuple[CopyLayout, ...] = ("per-layer", "per-layer-kv", "per-block")
+MlaTpLoad = Literal["every-rank", "rank0-broadcast", "shard-allgather"]
+MLA_TP_LOADS: tuple[MlaTpLoad, ...] = ("every-rank", "rank0-broadcast", "shard-allgather")
+DEFAULT_MEMORY_UTILIZATION = 0.9
+"""vLLM's default ``gpu_memory_utilization`` (vllm/engine/arg_utils.py, EngineArgs)."""
+DEFAULT_KV_RESERVE_TOKENS = 8192.0
+"""KV that must fit beside the weights: one 8,192-token sequence (vLLM refuses to start when its
+KV space cannot hold one ``max_model_len`` sequence; 8,192 is a modest such length)."""
 
 
 @dataclass(frozen=True)
@@ -98,19 +126,28 @@ class Granularity:
                                                                       GQAAttention) else 1
         return model.num_layers * tensors
 
+    def copy_terms(self, model: ModelSpec) -> tuple[float, float, float]:
+        """``(per token of full-attention history, per token of sliding-window history, per
+        request)``: the number of copies for ``K`` tokens is ``a x K + b x min(K, W) + c``
+        (``c`` only when a request moves as one block, for ``K > 0``)."""
+        copies = float(self.copies_per_block(model))
+        if self.block_tokens is None:
+            return 0.0, 0.0, copies
+        if model.sliding_window is None or self.layout == "per-block":
+            return copies / self.block_tokens, 0.0, 0.0
+        per_layer = copies / model.num_layers / self.block_tokens
+        return per_layer * model.num_full_layers, per_layer * model.num_sliding_layers, 0.0
+
     def transfers(self, model: ModelSpec, cached_tokens: ArrayLike) -> Any:
         """Number of copies (amortized) to move ``cached_tokens`` tokens. A sliding-window
         layer holds at most ``W`` tokens, so it needs only the blocks of those."""
         k = token_count("cached_tokens", cached_tokens)
-        copies = float(self.copies_per_block(model))
-        if self.block_tokens is None:
-            return scalar_or_array(np.where(k > 0, copies, 0.0))
-        if model.sliding_window is None or self.layout == "per-block":
-            return scalar_or_array(copies * k / self.block_tokens)
-        per_layer = copies / model.num_layers
-        held = (model.num_full_layers * k
-                + model.num_sliding_layers * np.minimum(k, model.sliding_window.size))
-        return scalar_or_array(per_layer * held / self.block_tokens)
+        full, window, whole = self.copy_terms(model)
+        copies = full * k + whole * (k > 0)
+        if window:
+            assert model.sliding_window is not None
+            copies = copies + window * np.minimum(k, model.sliding_window.size)
+        return scalar_or_array(np.asarray(copies, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -119,8 +156,8 @@ class Deployment:
 
     See the module docstring for how per-GPU compute and bandwidth are resolved. ``tp`` is the
     tensor-parallel degree; ``tier_fractions`` puts a share of the cached tokens on the system's
-    named tiers (the rest is in host DRAM); ``allreduce`` adds the TP all-reduce time over the
-    scale-up link to compute.
+    named tiers (the rest is in host DRAM); ``allreduce`` adds the TP all-reduces (latency plus
+    bus bandwidth over the scale-up link) to compute.
     """
 
     model: ModelSpec
@@ -130,9 +167,11 @@ class Deployment:
     tp: int = 1
     compute_dtype: str = "bf16"
     kv_dtype: str = "bf16"
+    weight_dtype: str | None = None
     mla_mode: MlaMode = "expanded"
     compute: ArrayLike | None = None
     compute_efficiency: ArrayLike | None = None
+    hbm_efficiency: ArrayLike | None = None
     bandwidth: ArrayLike | None = None
     bandwidth_source: BandwidthSource | None = None
     link_efficiency: ArrayLike = 1.0
@@ -140,7 +179,13 @@ class Deployment:
     overlap_efficiency: ArrayLike | None = None
     granularity: Granularity = field(default_factory=Granularity)
     gpus_loading: int | None = None
-    allreduce: bool = False
+    host_memory_locality: Locality = "local"
+    allreduce: bool = True
+    mla_tp_load: MlaTpLoad = "every-rank"
+    write_back: bool = True
+    iteration_tokens: ArrayLike | None = None
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    kv_reserve_tokens: float = DEFAULT_KV_RESERVE_TOKENS
     tier_fractions: Mapping[str, float] = field(default_factory=dict)
     tier_links: Mapping[str, Link] = field(default_factory=dict)
 
@@ -152,6 +197,24 @@ class Deployment:
                 f"tp: {self.tp} exceeds the {self.system.num_accelerators} GPUs of "
                 f"{self.system.name}"
             )
+        self._check_tp_divides_heads()
+        if self.weight_dtype is not None:
+            dtype_bytes(self.weight_dtype, "weight_dtype")
+        if self.hbm_efficiency is not None:
+            efficiency("hbm_efficiency", self.hbm_efficiency)
+        if self.host_memory_locality not in LOCALITIES:
+            raise KvroofError(f"host_memory_locality: expected one of {', '.join(LOCALITIES)}, "
+                              f"got {self.host_memory_locality!r}")
+        if self.mla_tp_load not in MLA_TP_LOADS:
+            raise KvroofError(f"mla_tp_load: expected one of {', '.join(MLA_TP_LOADS)}, got "
+                              f"{self.mla_tp_load!r}")
+        if self.iteration_tokens is not None:
+            token_count("iteration_tokens", self.iteration_tokens, at_least_one=True)
+        if not (isinstance(self.memory_utilization, int | float)
+                and 0 < self.memory_utilization <= 1):
+            raise KvroofError(f"memory_utilization: must be in (0, 1], got "
+                              f"{self.memory_utilization!r}")
+        token_count("kv_reserve_tokens", self.kv_reserve_tokens)
         if self.compute_dtype not in DTYPE_BYTES:
             raise KvroofError(f"compute_dtype: unknown dtype {self.compute_dtype!r}")
         if self.compute is None and self.compute_dtype not in self.accelerator.peak_compute:
@@ -160,7 +223,7 @@ class Deployment:
                 f"compute_dtype: {self.accelerator.name} has no published peak for "
                 f"{self.compute_dtype} (it has {known}); give compute explicitly"
             )
-        dtype_bytes(self.kv_dtype)
+        dtype_bytes(self.kv_dtype, "kv_dtype")
         if self.mla_mode not in MLA_MODES:
             raise KvroofError(f"mla_mode: expected one of {', '.join(MLA_MODES)}, got "
                               f"{self.mla_mode!r}")
@@ -199,12 +262,27 @@ class Deployment:
                 f"gpus_loading: {self.gpus_loading} exceeds the {self.system.num_accelerators} "
                 f"GPUs of {self.system.name}"
             )
-        if self.allreduce and self.tp > 1 and self.accelerator.scale_up_bandwidth is None:
+        if (self.gpus_loading is not None and self.gpus_loading < self.tp
+                and not self.loads_on_first_rank_only):
             raise KvroofError(
-                f"allreduce: {self.accelerator.name} has no scale-up bandwidth for a TP all-reduce"
+                f"gpus_loading: {self.gpus_loading} is fewer than the {self.tp} ranks of the "
+                "TP group, which all load their share at once"
             )
         self._check_tiers()
         self.link_bandwidth  # noqa: B018 -- fail early if no sustained figure is known
+        self.host_dram_share  # noqa: B018 -- fail early on a NUMA setting the host cannot give
+
+    def _check_tp_divides_heads(self) -> None:
+        att = self.model.attention
+        heads = att.num_heads
+        if heads % self.tp:
+            raise KvroofError(f"tp: {self.tp} does not divide the {heads} attention heads of "
+                              f"{self.model.name}")
+        if isinstance(att, GQAAttention):
+            kv = att.num_kv_heads
+            if kv % self.tp and self.tp % kv:
+                raise KvroofError(f"tp: {self.tp} neither divides nor is a multiple of the {kv} "
+                                  f"KV heads of {self.model.name}")
 
     def _check_tiers(self) -> None:
         if not self.tier_fractions:
@@ -252,14 +330,41 @@ class Deployment:
             return calibration.overlap_efficiency
         return 1.0
 
+    @property
+    def default_compute_efficiency(self) -> float:
+        """Efficiency without a setting or calibration: the accelerator's published maximum
+        achievable matmul throughput over its peak for ``compute_dtype`` (1 with a ``compute``
+        override, or when nothing is published)."""
+        if self.compute is not None:
+            return 1.0
+        achieved = self.accelerator.achievable_compute.get(self.compute_dtype)  # type: ignore[call-overload]
+        peak = self.accelerator.peak_compute.get(self.compute_dtype)  # type: ignore[call-overload]
+        if achieved is None or peak is None:
+            return 1.0
+        return float(achieved / peak)
+
+    @property
+    def compute_efficiency_source(self) -> str:
+        """Where the compute efficiency comes from, in words (shown in every output)."""
+        if self.compute_efficiency is not None:
+            return "set"
+        if self.calibration is not None:
+            return "calibrated curve"
+        if self.compute is not None:
+            return "peak (compute override)"
+        if self.compute_dtype in self.accelerator.achievable_compute:
+            return "achievable matmul (published)"
+        return "peak (no published achievable figure)"
+
     def compute_efficiency_at(self, new_tokens: ArrayLike) -> Any:
         """Compute efficiency for a prefill of ``new_tokens``: the ``compute_efficiency``
-        setting, else the calibrated ``max x T / (T + half)``, else 1."""
+        setting, else the calibrated ``max x T / (T + half)``, else the default
+        (:attr:`default_compute_efficiency`)."""
         if self.compute_efficiency is not None:
             return scalar_or_array(np.asarray(self.compute_efficiency, dtype=np.float64))
         calibration = self.calibration
         if calibration is None:
-            return 1.0
+            return self.default_compute_efficiency
         t = np.asarray(new_tokens, dtype=np.float64)
         half = calibration.compute_half_tokens
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -286,53 +391,137 @@ class Deployment:
             np.asarray(self.peak_compute, dtype=np.float64) * np.asarray(factor, dtype=np.float64)
         )
 
+    # -- HBM and weights ------------------------------------------------------------------------
+    @property
+    def resolved_hbm_efficiency(self) -> Any:
+        """Share of the HBM peak a streaming read reaches: the setting, else the calibrated
+        value, else the accelerator's measured figure over its peak, else 1."""
+        if self.hbm_efficiency is not None:
+            return scalar_or_array(np.asarray(self.hbm_efficiency, dtype=np.float64))
+        calibration = self.calibration
+        if calibration is not None and calibration.hbm_efficiency is not None:
+            return calibration.hbm_efficiency
+        measured = self.accelerator.achievable_hbm_bandwidth
+        return 1.0 if measured is None else measured / self.accelerator.hbm_bandwidth
+
+    @property
+    def effective_hbm_bandwidth(self) -> Any:
+        """HBM bytes/s one GPU streams: peak x HBM efficiency."""
+        return scalar_or_array(self.accelerator.hbm_bandwidth
+                               * np.asarray(self.resolved_hbm_efficiency, dtype=np.float64))
+
+    @cached_property
+    def terms(self) -> CostTerms:
+        """The cost model's constants for this deployment, computed once
+        (:mod:`kvroof.cost.terms`)."""
+        from kvroof.cost.terms import cost_terms
+
+        return cost_terms(self)
+
+    @cached_property
+    def weight_bytes(self) -> WeightBytes:
+        """Weight bytes one TP rank stores, by part (:mod:`kvroof.cost.weights`)."""
+        return weight_bytes_per_rank(self.model, self.tp, self.weight_dtype)
+
+    @property
+    def loads_on_first_rank_only(self) -> bool:
+        """Whether only the first rank of the TP group reads cached KV from the host (MLA with
+        ``mla_tp_load`` rank0-broadcast)."""
+        return self.model.is_mla and self.tp > 1 and self.mla_tp_load == "rank0-broadcast"
+
+    @property
+    def paper_compute(self) -> Any:
+        """Per-GPU compute as the paper's formula takes it: the peak, times a compute efficiency
+        only where one is set or calibrated (never the achievable-matmul default)."""
+        if self.compute_efficiency is None and self.calibration is None:
+            return self.peak_compute
+        return self.effective_compute
+
     # -- bandwidth ------------------------------------------------------------------------------
     @property
     def num_gpus_loading(self) -> int:
-        """GPUs that load KV at the same time (default: every GPU of the system, else ``tp``)."""
+        """GPUs that load KV at the same time (default: every GPU of the system, else ``tp``).
+        Under rank0-broadcast MLA loading only the first rank of each TP group reads from the
+        host; :attr:`loading_gpus` lists them."""
         if self.gpus_loading is not None:
             return self.gpus_loading
         return self.system.num_accelerators if self.system is not None else self.tp
 
     @property
-    def host_link_sharers(self) -> int:
-        """GPUs of one host link that load at once."""
-        per_link = 1 if self.system is None else self.system.gpus_per_host_link
-        return max(1, min(per_link, self.num_gpus_loading))
+    def loading_gpus(self) -> list[int]:
+        """Indices of the GPUs reading from host memory at once (GPUs ``0 .. n-1``, or the
+        first rank of each TP group among them)."""
+        step = self.tp if self.loads_on_first_rank_only else 1
+        return list(range(0, self.num_gpus_loading, step))
 
     @property
-    def link_bandwidth(self) -> Any:
-        """Host-link bandwidth available to one GPU (bytes/s), before ``link_efficiency``."""
-        if self.bandwidth is not None:
-            return scalar_or_array(np.asarray(self.bandwidth, dtype=np.float64))
+    def host_link_sharers(self) -> int:
+        """Loading GPUs on the first GPU's host uplink (GPUs ``g`` with the same
+        ``g // gpus_per_host_link``)."""
+        if self.system is None:
+            return 1
+        per_link = self.system.gpus_per_host_link
+        return max(1, sum(1 for gpu in self.loading_gpus if gpu // per_link == 0))
+
+    def _link_figure(self, direction: Literal["h2d", "d2h", "both"]) -> float:
+        """The host link's per-link bandwidth for ``direction`` under the bandwidth source."""
         source = self.resolved_bandwidth_source
         if source == "calibrated":
             assert self.calibration is not None
-            return self.calibration.link_bandwidth  # already per GPU, as measured
+            per_gpu = self.calibration.link_bandwidth * self.host_link_sharers
+            return 2 * per_gpu if direction == "both" else per_gpu
         if source == "peak":
-            link_bw = self.link.peak_bandwidth
-        else:
-            measured = None
-            if self.system is not None and self.link.name == self.system.host_link:
-                measured = self.system.host_link_sustained_bandwidth  # measured on this link
-            link_bw = measured or self.link.sustained_bandwidth or math.nan
-            if math.isnan(link_bw):
-                raise KvroofError(
-                    f"bandwidth_source: {self.link.name} has no published sustained bandwidth; "
-                    "use peak or give the bandwidth explicitly"
-                )
-        return link_bw / self.host_link_sharers
+            return (2 if direction == "both" else 1) * self.link.peak_bandwidth
+        measured = None
+        if self.system is not None and self.link.name == self.system.host_link:
+            measured = self.system.host_link_sustained_bandwidth  # measured on this link
+        h2d = measured or self.link.sustained_bandwidth
+        if h2d is None:
+            raise KvroofError(
+                f"bandwidth_source: {self.link.name} has no published sustained bandwidth; "
+                "use peak or give the bandwidth explicitly"
+            )
+        if direction == "h2d":
+            return h2d
+        # A system-measured figure is taken for both directions: the measurement is of this link.
+        d2h = measured or self.link.sustained_d2h_bandwidth or h2d
+        if direction == "d2h":
+            return d2h
+        return self.link.sustained_bidirectional_bandwidth or h2d + d2h
+
+    def _per_gpu_link(self, direction: Literal["h2d", "d2h", "both"]) -> Any:
+        if self.bandwidth is not None:
+            value = np.asarray(self.bandwidth, dtype=np.float64)
+            return scalar_or_array(2 * value if direction == "both" else value)
+        return self._link_figure(direction) / self.host_link_sharers
 
     @property
+    def link_bandwidth(self) -> Any:
+        """Host-to-device link bandwidth available to one GPU (bytes/s), before
+        ``link_efficiency``."""
+        return self._per_gpu_link("h2d")
+
+    @property
+    def link_d2h_bandwidth(self) -> Any:
+        """Device-to-host link bandwidth available to one GPU (bytes/s), before
+        ``link_efficiency`` (a link without a published device-to-host figure is taken to be
+        symmetric)."""
+        return self._per_gpu_link("d2h")
+
+    @property
+    def link_duplex_bandwidth(self) -> Any:
+        """Both directions together for one GPU (bytes/s), before ``link_efficiency``: the
+        published bidirectional figure where there is one, else the sum of the two."""
+        return self._per_gpu_link("both")
+
+    @cached_property
     def host_dram_share(self) -> float:
-        """Host DRAM bandwidth per loading GPU (inf without a system)."""
+        """Host DRAM bytes/s available to one GPU of the TP group (inf without a system); see
+        :mod:`kvroof.cost.host_memory`."""
         if self.system is None:
             return math.inf
-        memory = self.system.host_memory
-        total = memory.bandwidth
-        if self.resolved_bandwidth_source != "peak" and memory.measured_bandwidth_per_socket:
-            total = memory.measured_bandwidth_per_socket * memory.sockets
-        return total / self.num_gpus_loading
+        return dram_share_per_gpu(self.system, self.loading_gpus, range(self.tp),
+                                  self.host_memory_locality)
 
     @property
     def effective_bandwidth(self) -> Any:
@@ -354,20 +543,55 @@ class Deployment:
             value = self.link.latency
         return scalar_or_array(np.asarray(value, dtype=np.float64))
 
+    def _repr_html_(self) -> str:
+        from kvroof.cost.memory_fit import memory_fit
+        from kvroof.display import html_table, number
+        from kvroof.units import Kind, format_quantity
+
+        def quantity(value: Any, kind: Kind) -> str:
+            array = np.asarray(value, dtype=np.float64)
+            if array.ndim:
+                return f"array {array.shape}"
+            return format_quantity(float(array), kind)
+
+        fit = memory_fit(self)
+        rows = [
+            ["model", self.model.label],
+            ["hardware", self.label.split(" on ", 1)[-1]],
+            ["dtypes", f"compute {self.compute_dtype}, KV {self.kv_dtype}, weights "
+                       f"{fit.weight_dtype}"],
+            ["compute (per GPU)", f"{quantity(self.effective_compute, Kind.COMPUTE)} "
+                                  f"({self.compute_efficiency_source})"],
+            ["HBM (per GPU)", quantity(self.effective_hbm_bandwidth, Kind.BANDWIDTH)],
+            ["host link (per GPU)", quantity(self.effective_bandwidth, Kind.BANDWIDTH)],
+            ["regime", "request alone" if self.iteration_tokens is None else
+             f"inside an iteration of {number(np.asarray(self.iteration_tokens))} tokens"],
+            ["memory (per GPU)", f"{format_quantity(fit.needed, Kind.CAPACITY)} of "
+                                 f"{format_quantity(fit.usable, Kind.CAPACITY)} usable"
+                                 + ("" if fit.fits else ": does not fit")],
+        ]
+        return html_table(rows, "deployment")
+
     @property
     def short_label(self) -> str:
         """Names only: model, system (or accelerator + link), TP."""
-        where = self.system.name if self.system is not None else (
-            f"{self.accelerator.name} + {self.link.name}"
-        )
+        if self.system is None:
+            where = f"{self.accelerator.name} + {self.link.name}"
+        elif self.link.name != self.system.host_link:
+            where = f"{self.system.name} with {self.link.name}"
+        else:
+            where = self.system.name
         return f"{self.model.name}, {where}, TP {self.tp}"
 
     @property
     def label(self) -> str:
         """A short description: model, hardware, TP."""
-        where = self.system.label if self.system is not None else (
-            f"{self.accelerator.label} + {self.link.label}"
-        )
+        if self.system is None:
+            where = f"{self.accelerator.label} + {self.link.label}"
+        elif self.link.name != self.system.host_link:
+            where = f"{self.system.label}, host link replaced by {self.link.label}"
+        else:
+            where = self.system.label
         return f"{self.model.label} on {where}, TP {self.tp}"
 
 

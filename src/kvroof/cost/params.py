@@ -22,28 +22,57 @@ from dataclasses import dataclass
 
 from kvroof.specs.model import GQAAttention, MLAAttention, ModelSpec, MoEFFN
 
-__all__ = ["ParamCounts", "attention_params_per_layer", "param_counts"]
+__all__ = ["AttentionParams", "ParamCounts", "attention_params", "attention_params_per_layer",
+           "param_counts"]
 
 
-def attention_params_per_layer(model: ModelSpec) -> int:
-    """Weights of one attention block (projections and latent/QK norms)."""
+@dataclass(frozen=True)
+class AttentionParams:
+    """The weights of one attention block, by how tensor parallelism splits them.
+
+    ``per_head``: split over the query heads (GQA query and output projections; MLA's ``q_b``
+    (or the direct query projection), ``kv_b`` and output); ``per_kv_head``: GQA key and value
+    projections, split over the KV heads (a rank holds ``max(1/TP, 1/kv_heads)`` of them);
+    ``replicated``: kept whole on every rank (MLA's ``q_a`` and ``kv_a`` down-projections and
+    their norms, QK-norm weights), as vLLM and SGLang shard them.
+    """
+
+    per_head: int
+    per_kv_head: int
+    replicated: int
+
+    @property
+    def total(self) -> int:
+        return self.per_head + self.per_kv_head + self.replicated
+
+
+def attention_params(model: ModelSpec) -> AttentionParams:
+    """Weights of one attention block (projections and latent/QK norms), by TP split."""
     d = model.hidden_size
     att = model.attention
     if isinstance(att, GQAAttention):
         h, hkv, dh = att.num_heads, att.num_kv_heads, att.head_dim
         norms = 2 * dh if att.qk_norm else 0
-        return d * h * dh + 2 * d * hkv * dh + h * dh * d + norms
+        return AttentionParams(per_head=2 * d * h * dh, per_kv_head=2 * d * hkv * dh,
+                               replicated=norms)
     assert isinstance(att, MLAAttention)
     h = att.num_heads
     qk = att.qk_nope_head_dim + att.qk_rope_head_dim
     if att.q_lora_rank is None:
-        query = d * h * qk
+        query_heads, query_down = d * h * qk, 0
     else:
-        query = d * att.q_lora_rank + att.q_lora_rank + att.q_lora_rank * h * qk
+        query_heads = att.q_lora_rank * h * qk
+        query_down = d * att.q_lora_rank + att.q_lora_rank
     kv_a = d * (att.kv_lora_rank + att.qk_rope_head_dim) + att.kv_lora_rank
     kv_b = att.kv_lora_rank * h * (att.qk_nope_head_dim + att.v_head_dim)
     output = h * att.v_head_dim * d
-    return query + kv_a + kv_b + output
+    return AttentionParams(per_head=query_heads + kv_b + output, per_kv_head=0,
+                           replicated=query_down + kv_a)
+
+
+def attention_params_per_layer(model: ModelSpec) -> int:
+    """Weights of one attention block (projections and latent/QK norms)."""
+    return attention_params(model).total
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,11 @@ arithmetic intensity against the host link.
   GPU attains when transfer and compute overlap perfectly. Paper mode: ``C x min(1,
   kappa_crit / kappa_ratio)`` (``T x 2 N`` FLOPs, ``K x B_kv`` bytes); full mode: the cost model's
   FLOPs over its ideal-overlap TTFT.
-- Link intensity: FLOPs one GPU runs per byte it receives over the offload path; the host-link
-  roof is ``intensity x effective bandwidth``.
+- Hierarchical roofline (:func:`request_intensities`): each memory level has its own intensity,
+  FLOPs per byte *of that level*: FLOPs per HBM byte read (weights and KV) under the HBM roof
+  ``intensity x HBM bandwidth``, and FLOPs per byte over the host link (loads and saves) under
+  the link roof ``intensity x effective link bandwidth``. A request's attainable FLOP/s is the
+  lowest roof at its intensities (with ideal overlap of load and compute).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from kvroof.cost.checks import nonnegative, scalar_or_array, token_count
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_paper_for
-from kvroof.cost.timing import ttft
-from kvroof.cost.transfer import kv_bytes_per_rank
+from kvroof.cost.timing import compute_breakdown, ttft
+from kvroof.cost.transfer import transfer_breakdown
 
-__all__ = ["RooflinePoints", "link_intensity", "offload_roofline"]
+__all__ = ["RequestIntensities", "RooflinePoints", "link_intensity", "offload_roofline",
+           "request_intensities"]
 
 RooflineMode = Literal["paper", "full"]
 
@@ -60,11 +64,48 @@ def offload_roofline(
                           scalar_or_array(tokens), float(dep.effective_compute))
 
 
-def link_intensity(dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike) -> Any:
-    """FLOPs one GPU runs per byte of KV it loads (inf when nothing is loaded)."""
-    flops = np.asarray(prefill_flops(dep.model, new_tokens, cached_tokens, dep.mla_mode).total)
-    size = np.asarray(kv_bytes_per_rank(dep, cached_tokens), dtype=np.float64)
+def _per_byte(flops: Any, size: Any) -> Any:
+    flops_arr = np.asarray(flops, dtype=np.float64)
+    size_arr = np.asarray(size, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        per_gpu = flops / dep.tp
-        return scalar_or_array(np.where(size > 0, per_gpu / np.where(size > 0, size, 1.0),
-                                        np.inf))
+        return scalar_or_array(np.where(size_arr > 0, flops_arr / np.where(size_arr > 0,
+                                                                          size_arr, 1.0), np.inf))
+
+
+def link_intensity(dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike) -> Any:
+    """FLOPs one GPU runs per byte it moves over the host link (loads of the cached KV and, with
+    write-back, saves of the new KV; inf when nothing moves)."""
+    flops = np.asarray(prefill_flops(dep.model, new_tokens, cached_tokens, dep.mla_mode).total)
+    parts = transfer_breakdown(dep, cached_tokens, new_tokens)
+    return _per_byte(flops / dep.tp, np.asarray(parts.bytes_per_rank) + parts.save_bytes)
+
+
+@dataclass(frozen=True)
+class RequestIntensities:
+    """A request on the hierarchical roofline (per GPU; arrays broadcast like T and K)."""
+
+    flops: Any
+    hbm_bytes: Any
+    link_bytes: Any
+    hbm_intensity: Any
+    link_intensity: Any
+    attainable_flops: Any
+
+
+def request_intensities(
+    dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike
+) -> RequestIntensities:
+    """FLOPs per HBM byte and per host-link byte of one GPU's share of a request, and the FLOP/s
+    it attains with load and compute overlapped (all-reduce included)."""
+    compute = compute_breakdown(dep, new_tokens, cached_tokens)
+    parts = transfer_breakdown(dep, cached_tokens, new_tokens)
+    per_gpu = np.asarray(compute.flops) / dep.tp
+    link_bytes = np.asarray(parts.bytes_per_rank) + parts.save_bytes
+    return RequestIntensities(
+        flops=scalar_or_array(per_gpu),
+        hbm_bytes=compute.hbm_bytes,
+        link_bytes=scalar_or_array(np.asarray(link_bytes)),
+        hbm_intensity=_per_byte(per_gpu, compute.hbm_bytes),
+        link_intensity=_per_byte(per_gpu, link_bytes),
+        attainable_flops=ttft(dep, new_tokens, cached_tokens, "ideal").achieved_flops,
+    )

@@ -1,8 +1,15 @@
-"""Compute time, and time to first token (prefill only) with and without overlap.
+"""Compute time (the GPU's own roofline), and time to first token (prefill only) with and
+without overlap.
 
-- compute (per GPU) = prefill FLOPs / (TP x peak x compute efficiency at T), plus, when
-  ``dep.allreduce``, two ring all-reduces per layer of the ``T x hidden`` activations over the
-  scale-up link: ``2 x (TP-1)/TP x T x hidden x 2 B / scale-up bandwidth`` each.
+- compute (per GPU) = ``max(FLOP time, HBM time) + all-reduce time``:
+  - FLOP time = prefill FLOPs / (TP x peak x compute efficiency at T);
+  - HBM time = bytes one rank reads / (HBM bandwidth x HBM efficiency), the bytes being the
+    request's share ``T / N`` of the weights an iteration of ``N`` tokens reads
+    (:func:`kvroof.cost.weights.weights_read_per_rank`; ``N = iteration_tokens``, by default
+    ``T``: the request alone) plus the KV of the ``K + T`` positions its attention reads
+    (:func:`kvroof.cost.transfer.kv_bytes_per_rank`);
+  - all-reduce: two per layer for TP > 1 (:func:`kvroof.cost.collectives.allreduce_time`), the
+    per-collective latency shared ``T / N`` like the weights.
 - transfer: :func:`kvroof.cost.transfer.transfer_time`.
 - overlap ``serial`` (the paper's Eq. 5): ``t_x + t_c``; ``ideal``: ``max(t_x, t_c)``;
   ``layerwise`` (load layer ``i+1`` while computing layer ``i``), with ``x = t_x/L`` and
@@ -21,51 +28,112 @@ paper's ``P_OH / (1 + P_OH)``), bound (``"transfer"`` where transfer > compute, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import scalar_or_array, token_count
+from kvroof.cost.checks import maximum, minimum, scalar_or_array, token_count, token_value
+from kvroof.cost.collectives import allreduce_time
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
-from kvroof.cost.transfer import transfer_time
+from kvroof.cost.terms import ComputeParts, compute_parts, roofline, transfer_parts
+from kvroof.cost.transfer import kv_bytes_per_rank, transfer_breakdown, transfer_time
 from kvroof.errors import KvroofError
 
 __all__ = [
     "OVERLAP_MODES",
+    "ComputeBreakdown",
     "Overlap",
     "TTFTResult",
     "allreduce_time",
     "combine_overlap",
+    "compute_breakdown",
     "compute_time",
+    "iteration_tokens_for",
+    "roofline_breakdown",
     "ttft",
     "ttft_batch",
 ]
 
 Overlap = Literal["serial", "layerwise", "ideal"]
 OVERLAP_MODES: tuple[Overlap, ...] = ("serial", "layerwise", "ideal")
-ACTIVATION_BYTES = 2.0  # bf16 activations in the all-reduce
 
 
-def allreduce_time(dep: Deployment, new_tokens: ArrayLike) -> Any:
-    """TP all-reduce seconds for a prefill of ``new_tokens`` (0 unless ``dep.allreduce``)."""
-    t = token_count("new_tokens", new_tokens)
-    if not dep.allreduce or dep.tp == 1:
-        return scalar_or_array(np.zeros_like(t))
-    assert dep.accelerator.scale_up_bandwidth is not None
-    message = t * dep.model.hidden_size * ACTIVATION_BYTES
-    ring = 2.0 * (dep.tp - 1) / dep.tp * message / dep.accelerator.scale_up_bandwidth
-    return scalar_or_array(2.0 * dep.model.num_layers * ring)
+def iteration_tokens_for(dep: Deployment, new_tokens: Any) -> Any:
+    """Tokens that share the weight read of the request's iteration: ``iteration_tokens`` (which
+    must be at least ``T``), or ``None`` (the request alone)."""
+    n = dep.terms.iteration_tokens
+    if n is None:
+        return None
+    if np.any(np.asarray(n) < np.asarray(new_tokens)):
+        raise KvroofError(
+            f"iteration_tokens: {dep.iteration_tokens!r} is fewer than the request's new tokens "
+            f"T (max {float(np.max(new_tokens)):g}); an iteration holds at least the request"
+        )
+    return n
+
+
+@dataclass(frozen=True)
+class ComputeBreakdown:
+    """One GPU's compute time and its parts (seconds); arrays broadcast like the inputs."""
+
+    flops: Any
+    flop_time: Any
+    hbm_bytes: Any
+    weight_bytes: Any
+    hbm_time: Any
+    comm_time: Any
+
+    @property
+    def total(self) -> Any:
+        """``max(FLOP time, HBM time) + all-reduce time``."""
+        return scalar_or_array(np.maximum(self.flop_time, self.hbm_time) + self.comm_time)
+
+    @property
+    def limit(self) -> Any:
+        """``"flops"`` where FLOPs set the time, ``"hbm"`` where the HBM reads do."""
+        limit = np.where(np.asarray(self.hbm_time) > np.asarray(self.flop_time), "hbm", "flops")
+        return str(limit) if limit.ndim == 0 else limit
+
+
+def _breakdown(parts: ComputeParts) -> ComputeBreakdown:
+    def out(value: Any) -> Any:
+        return value if type(value) is float else scalar_or_array(
+            np.asarray(value, dtype=np.float64))
+
+    return ComputeBreakdown(flops=out(parts.flops), flop_time=out(parts.flop_time),
+                            hbm_bytes=out(parts.hbm_bytes), weight_bytes=out(parts.weight_bytes),
+                            hbm_time=out(parts.hbm_time), comm_time=out(parts.comm_time))
+
+
+def roofline_breakdown(
+    dep: Deployment, flops: Any, tokens: Any, kv_read: Any, iteration_tokens: Any = None
+) -> ComputeBreakdown:
+    """The GPU roofline for work of ``flops`` FLOPs (whole TP group) over ``tokens`` tokens
+    that reads ``kv_read`` KV bytes per rank, when ``iteration_tokens`` tokens (default:
+    ``tokens``) share one read of the weights (:func:`kvroof.cost.terms.roofline`)."""
+    t = np.asarray(tokens, dtype=np.float64)
+    n = None if iteration_tokens is None else np.asarray(iteration_tokens, dtype=np.float64)
+    return _breakdown(roofline(dep.terms, np.asarray(flops, dtype=np.float64), t,
+                               np.asarray(kv_read, dtype=np.float64), n))
+
+
+def compute_breakdown(
+    dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike = 0
+) -> ComputeBreakdown:
+    """FLOP time, HBM time and all-reduce time of a prefill of ``new_tokens`` on top of
+    ``cached_tokens`` on one GPU (its TP share)."""
+    t = token_value("new_tokens", new_tokens)
+    k = token_value("cached_tokens", cached_tokens)
+    return _breakdown(compute_parts(dep.terms, t, k, iteration_tokens_for(dep, t)))
 
 
 def compute_time(dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike = 0) -> Any:
-    """Seconds of prefill compute on one GPU (its TP share, plus all-reduce when enabled)."""
-    flops = np.asarray(prefill_flops(dep.model, new_tokens, cached_tokens, dep.mla_mode).total)
-    efficiency = np.asarray(dep.compute_efficiency_at(new_tokens), dtype=np.float64)
-    rate = dep.tp * np.asarray(dep.peak_compute, dtype=np.float64) * efficiency
-    return scalar_or_array(flops / rate + np.asarray(allreduce_time(dep, new_tokens)))
+    """Seconds of prefill compute on one GPU: ``max(FLOP time, HBM time) + all-reduce``."""
+    return compute_breakdown(dep, new_tokens, cached_tokens).total
 
 
 def combine_overlap(
@@ -73,34 +141,129 @@ def combine_overlap(
 ) -> Any:
     """TTFT from transfer and compute seconds under an overlap mode (broadcasts); ``efficiency``
     is the share of the shorter side that overlap hides."""
+    mode = _check_overlap(overlap)
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
     eta = np.asarray(efficiency, dtype=np.float64)
-    overlapped = np.maximum(x, c) + (1.0 - eta) * np.minimum(x, c)
-    if overlap == "serial":
-        return scalar_or_array(x + c)
-    if overlap == "ideal":
-        return scalar_or_array(overlapped)
-    if overlap == "layerwise":
-        return scalar_or_array((x + c) / layers + (layers - 1) * overlapped / layers)
-    raise KvroofError(f"overlap: expected one of {', '.join(OVERLAP_MODES)}, got {overlap!r}")
+    return scalar_or_array(np.asarray(_combine(x, c, layers, mode,
+                                               float(eta) if eta.ndim == 0 else eta)))
 
 
-@dataclass(frozen=True)
 class TTFTResult:
-    """Time to first token and its parts (seconds, per GPU); arrays broadcast like the inputs."""
+    """Time to first token and its parts (seconds, per GPU); arrays broadcast like the inputs.
 
-    ttft: Any
-    compute: Any
-    transfer: Any
-    exposed_transfer: Any
-    p_oh: Any
-    transfer_share: Any
-    bound: Any
-    flops: Any
-    achieved_flops: Any
-    compute_utilization: Any
-    overlap: Overlap
+    A result holds ``ttft``, ``compute``, ``transfer`` and ``flops``; the other fields are
+    derived from them when read (a 1e7-point grid holds 32 bytes per point).
+    """
+
+    __slots__ = ("_cached", "_new", "_peak", "_tp", "compute", "flops", "overlap", "transfer",
+                 "ttft")
+
+    def __init__(self, ttft: Any, compute: Any, transfer: Any, flops: Any, overlap: Overlap,
+                 tp: int, peak: Any, new_tokens: Any = None, cached_tokens: Any = None) -> None:
+        self.ttft = ttft
+        self.compute = compute
+        self.transfer = transfer
+        self.flops = flops
+        self.overlap: Overlap = overlap
+        self._tp = tp
+        self._peak = peak
+        self._new = new_tokens
+        self._cached = cached_tokens
+
+    def __repr__(self) -> str:
+        return (f"TTFTResult(ttft={self.ttft!r}, compute={self.compute!r}, "
+                f"transfer={self.transfer!r}, bound={self.bound!r}, overlap={self.overlap!r})")
+
+    @property
+    def exposed_transfer(self) -> Any:
+        """Transfer time not hidden behind compute: ``ttft - compute``."""
+        return self.ttft - self.compute
+
+    @property
+    def p_oh(self) -> Any:
+        """``transfer / compute`` (inf with transfer and no compute, 0 with neither)."""
+        x, c = self.transfer, self.compute
+        if type(x) is float and type(c) is float:
+            return x / c if c > 0 else (math.inf if x > 0 else 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return scalar_or_array(np.where(c > 0, x / np.where(c > 0, c, 1.0),
+                                            np.where(x > 0, np.inf, 0.0)))
+
+    @property
+    def transfer_share(self) -> Any:
+        """``exposed transfer / ttft`` (0 for an empty request)."""
+        total = self.ttft
+        if type(total) is float:
+            return (total - self.compute) / total if total > 0 else 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return scalar_or_array(np.where(total > 0, (total - self.compute)
+                                            / np.where(total > 0, total, 1.0), 0.0))
+
+    @property
+    def bound(self) -> Any:
+        """``"transfer"`` where transfer > compute, else ``"compute"``."""
+        x, c = self.transfer, self.compute
+        if type(x) is float and type(c) is float:
+            return "transfer" if x > c else "compute"
+        bound = np.where(np.asarray(x) > np.asarray(c), "transfer", "compute")
+        return str(bound) if bound.ndim == 0 else bound
+
+    @property
+    def transfer_bound(self) -> Any:
+        """``True`` where transfer > compute (a boolean array for arrays)."""
+        return np.asarray(self.transfer) > np.asarray(self.compute) \
+            if not (type(self.transfer) is float and type(self.compute) is float) \
+            else self.transfer > self.compute
+
+    @property
+    def achieved_flops(self) -> Any:
+        """FLOP/s per GPU over the TTFT."""
+        total = self.ttft
+        if type(total) is float:
+            return self.flops / self._tp / total if total > 0 else 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return scalar_or_array(np.where(total > 0, np.asarray(self.flops) / self._tp
+                                            / np.where(total > 0, total, 1.0), 0.0))
+
+    @property
+    def compute_utilization(self) -> Any:
+        """Achieved over peak FLOP/s."""
+        value = self.achieved_flops / self._peak
+        return value if type(value) is float else scalar_or_array(np.asarray(value))
+
+    def _repr_html_(self) -> str:
+        from kvroof.display import array_summary, html_table, number
+
+        if type(self.ttft) is float:
+            rows = [[key, number(value, "s" if key.endswith("_s") else "")]
+                    for key, value in self.as_dict().items()]
+            return html_table(rows, f"TTFT ({self.overlap})")
+        rows = [array_summary(name, getattr(self, name), "s")
+                for name in ("ttft", "compute", "transfer", "exposed_transfer")]
+        bound = np.asarray(self.transfer_bound)
+        rows.append(["transfer-bound", f"{100 * bound.mean():.1f}% of {bound.size} points"])
+        return html_table(rows, f"TTFT grid ({self.overlap}); to_frame() for every point")
+
+    def to_frame(self) -> Any:
+        """A pandas DataFrame with one row per (T, K) point: ``new_tokens``, ``cached_tokens``
+        and every field in SI (``ttft_s``, ``compute_s`` ...)."""
+        from kvroof.display import require_pandas
+
+        pandas = require_pandas()
+        fields = self.as_dict()
+        shape = np.shape(self.ttft)
+        columns: dict[str, Any] = {}
+        for name, value in (("new_tokens", self._new), ("cached_tokens", self._cached)):
+            if value is not None:
+                columns[name] = np.broadcast_to(np.asarray(value, dtype=np.float64),
+                                                shape).ravel()
+        for name, value in fields.items():
+            if name != "overlap":
+                columns[name] = np.broadcast_to(np.asarray(value), shape).ravel()
+        frame = pandas.DataFrame(columns)
+        frame["overlap"] = self.overlap
+        return frame
 
     def as_dict(self) -> dict[str, Any]:
         """Fields by name, with ``_s`` on the times (as the CLI's JSON prints them)."""
@@ -119,33 +282,40 @@ class TTFTResult:
         }
 
 
+def _combine(x: Any, c: Any, layers: int, overlap: Overlap, eta: Any) -> Any:
+    """:func:`combine_overlap` for validated floats or arrays."""
+    if overlap == "serial":
+        return x + c
+    overlapped = maximum(x, c)
+    if not (type(eta) is float and eta == 1.0):
+        overlapped = overlapped + (1.0 - eta) * minimum(x, c)
+    if overlap == "ideal":
+        return overlapped
+    return (x + c) / layers + (layers - 1) * overlapped / layers
+
+
 def _result(
-    dep: Deployment, flops: Any, transfer: Any, compute: Any, overlap: Overlap
+    dep: Deployment, flops: Any, transfer: Any, compute: Any, overlap: Overlap,
+    new_tokens: Any = None, cached_tokens: Any = None,
 ) -> TTFTResult:
+    eta = dep.resolved_overlap_efficiency
+    if type(transfer) is float and type(compute) is float and type(flops) is float:
+        total = _combine(transfer, compute, dep.model.num_layers, overlap, eta)
+        peak = dep.terms.peak_rate / dep.tp
+        return TTFTResult(total, compute, transfer, flops, overlap, dep.tp, peak, new_tokens,
+                          cached_tokens)
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
-    total = np.asarray(combine_overlap(x, c, dep.model.num_layers, overlap,
-                                       dep.resolved_overlap_efficiency))
-    exposed = total - c
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_oh = np.where(c > 0, x / np.where(c > 0, c, 1.0), np.where(x > 0, np.inf, 0.0))
-        share = np.where(total > 0, exposed / np.where(total > 0, total, 1.0), 0.0)
-        achieved = np.where(total > 0, np.asarray(flops) / dep.tp / np.where(total > 0, total, 1.0),
-                            0.0)
-    utilization = achieved / np.asarray(dep.peak_compute, dtype=np.float64)
-    bound = np.where(x > c, "transfer", "compute")
+    total = np.asarray(_combine(x, c, dep.model.num_layers, overlap,
+                                eta if type(eta) is float else np.asarray(eta)))
+    shape = np.broadcast_shapes(x.shape, c.shape, np.shape(flops))
     return TTFTResult(
-        ttft=scalar_or_array(total),
-        compute=scalar_or_array(c),
-        transfer=scalar_or_array(x),
-        exposed_transfer=scalar_or_array(exposed),
-        p_oh=scalar_or_array(p_oh),
-        transfer_share=scalar_or_array(share),
-        bound=str(bound) if bound.ndim == 0 else bound,
-        flops=scalar_or_array(np.asarray(flops, dtype=np.float64)),
-        achieved_flops=scalar_or_array(achieved),
-        compute_utilization=scalar_or_array(utilization),
-        overlap=overlap,
+        scalar_or_array(np.broadcast_to(total, shape).copy() if total.shape != shape else total),
+        scalar_or_array(np.broadcast_to(c, shape)),
+        scalar_or_array(np.broadcast_to(x, shape)),
+        scalar_or_array(np.broadcast_to(np.asarray(flops, dtype=np.float64), shape)),
+        overlap, dep.tp, np.asarray(dep.peak_compute, dtype=np.float64), new_tokens,
+        cached_tokens,
     )
 
 
@@ -165,11 +335,12 @@ def ttft(
     """TTFT of one request of ``new_tokens`` (T) on top of ``cached_tokens`` (K) loaded from
     host memory. T and K broadcast (a 1000 x 1000 grid is one call)."""
     mode = _check_overlap(overlap)
-    flops = prefill_flops(dep.model, new_tokens, cached_tokens, dep.mla_mode).total
-    return _result(
-        dep, flops, transfer_time(dep, cached_tokens), compute_time(dep, new_tokens, cached_tokens),
-        mode,
-    )
+    t = token_value("new_tokens", new_tokens)
+    k = token_value("cached_tokens", cached_tokens)
+    terms = dep.terms
+    compute = compute_parts(terms, t, k, iteration_tokens_for(dep, t))
+    transfer = transfer_time(dep, k, t) if terms.tiers else transfer_parts(terms, k, t).total
+    return _result(dep, compute.flops, transfer, compute.total, mode, t, k)
 
 
 def ttft_batch(
@@ -178,15 +349,24 @@ def ttft_batch(
     cached_tokens: ArrayLike,
     overlap: Overlap = "serial",
 ) -> TTFTResult:
-    """TTFT of a batch prefilled together: the requests' compute and transfer times add up
-    (the last axis of the broadcast T and K is the batch), then the overlap mode applies."""
+    """TTFT of a batch prefilled together in one iteration (the last axis of the broadcast T
+    and K is the batch): the FLOPs and KV reads add up, the weights are read once for the whole
+    batch (``iteration_tokens``, when set, must cover the batch's tokens), the loads and saves
+    share the link; then the overlap mode applies."""
     mode = _check_overlap(overlap)
     t = token_count("new_tokens", new_tokens)
     k = token_count("cached_tokens", cached_tokens)
     t, k = np.broadcast_arrays(t, k)
     if t.ndim == 0:
         t, k = t[None], k[None]
+    total = t.sum(axis=-1)
     flops = np.asarray(prefill_flops(dep.model, t, k, dep.mla_mode).total).sum(axis=-1)
-    transfer = np.asarray(transfer_time(dep, k)).sum(axis=-1)
-    compute = np.asarray(compute_time(dep, t, k)).sum(axis=-1)
-    return _result(dep, flops, transfer, compute, mode)
+    kv = np.where(t > 0, np.asarray(kv_bytes_per_rank(dep, k + t), dtype=np.float64), 0.0)
+    compute = roofline_breakdown(dep, flops, total, kv.sum(axis=-1),
+                                 iteration_tokens_for(dep, total))
+    parts = transfer_breakdown(dep, k, t)
+    paths = [np.asarray(path, dtype=np.float64) for path in np.broadcast_arrays(*parts.paths)]
+    data = np.maximum.reduce([path.sum(axis=-1) for path in paths])
+    transfer = (data + np.asarray(parts.scale_up_time).sum(axis=-1)
+                + np.asarray(parts.latency_time).sum(axis=-1))
+    return _result(dep, flops, transfer, compute.total, mode)

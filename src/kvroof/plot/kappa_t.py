@@ -1,5 +1,6 @@
 """kappa_crit against T (a phase diagram): full mode as a function of new tokens, the paper's
-constant for comparison, and the T beyond which prefill is never transfer-bound."""
+constant for comparison, and the T beyond which prefill is never transfer-bound; optionally both
+regimes (the request alone, and inside a busy iteration that shares the weight reads)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from kvroof.analysis.regimes import regime_curves
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for, max_new_tokens_for_crossover
 from kvroof.plot.style import COMPUTE_SHADE, TRANSFER_SHADE, color, new_figure, source_line, style
@@ -20,10 +22,16 @@ def kappa_vs_t_figure(
     deployments: Sequence[Deployment],
     t_range: tuple[float, float] = (1.0, 16384.0),
     labels: Sequence[str] | None = None,
+    iteration_tokens: float | None = None,
 ) -> Figure:
     """Full-mode kappa_crit(T) per deployment (solid), its paper-mode constant (dashed, ``gid``
     ``"paper:<label>"``) and a shaded band from the largest T with a crossover (``gid``
-    ``"never:<label>"``). Above a curve prefill is transfer-bound; below, compute-bound."""
+    ``"never:<label>"``). Above a curve prefill is transfer-bound; below, compute-bound.
+
+    With ``iteration_tokens`` the solid curve is the request alone and a dash-dot one (``gid``
+    ``"busy:<label>"``) the request inside an iteration of that many tokens (at least T), which
+    shares the weight reads; a dot on the solid curve marks the T above which the request's
+    FLOPs, not its weight reads, set its compute time (:mod:`kvroof.analysis.regimes`)."""
     t = np.geomspace(*t_range, 300)
     names = list(labels) if labels is not None else [
         d.short_label for d in deployments
@@ -34,9 +42,26 @@ def kappa_vs_t_figure(
         ax.set_yscale("log")
         top = 1.0
         for index, (dep, name) in enumerate(zip(deployments, names, strict=True)):
-            values = np.asarray(kappa_crit(dep, t).kappa_crit, dtype=float)
+            if iteration_tokens is None:
+                values = np.asarray(kappa_crit(dep, t).kappa_crit, dtype=float)
+            else:
+                curves = regime_curves(dep, iteration_tokens, t_range, t.size)
+                values = curves.alone
+                busy = curves.busy
+                ok = np.isfinite(busy)
+                ax.plot(t[ok], busy[ok], color=color(index), linewidth=1.3, linestyle="-.",
+                        label=f"{name}, in a {iteration_tokens:g}-token iteration",
+                        gid=f"busy:{name}")
+                meet = curves.meet_tokens
+                if math.isfinite(meet) and meet > t_range[0]:
+                    at = float(np.interp(np.log(meet), np.log(t),
+                                         np.where(np.isfinite(values), values, np.nan)))
+                    ax.plot([meet], [at], marker="o", color=color(index), markersize=5,
+                            gid=f"meet:{name}")
             finite = np.isfinite(values)
             shown = name if finite.any() else f"{name} (never transfer-bound)"
+            if iteration_tokens is not None:
+                shown += ", alone"
             ax.plot(t[finite], values[finite], color=color(index), linewidth=1.8, label=shown,
                     gid=f"full:{name}")
             paper = float(kappa_paper_for(dep).kappa_crit)
@@ -59,7 +84,10 @@ def kappa_vs_t_figure(
         ax.text(0.02, 0.89, "below: compute-bound", transform=ax.transAxes, fontsize=8,
                 color=COMPUTE_SHADE, va="top")
         ax.legend(loc="upper right", frameon=False)
-        source_line(fig, "solid: full mode (attention, TP, latency, granularity); dashed: the "
-                         "paper's Eq. 6 for the same hardware; shaded: T where no K is "
-                         "transfer-bound")
+        regimes = ("" if iteration_tokens is None else
+                   "; dash-dot: inside a busy iteration (weights shared); dot: above it the "
+                   "weights stop mattering")
+        source_line(fig, "solid: full mode (HBM roof, attention, TP, latency, granularity); "
+                         "dashed: the paper's Eq. 6 for the same hardware; shaded: T where no K "
+                         "is transfer-bound" + regimes)
     return fig

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -72,6 +72,10 @@ def _resolved(path: Path, info: ValidationInfo) -> Path:
     return path
 
 
+if TYPE_CHECKING:
+    from kvroof.cost.deployment import Deployment
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -112,8 +116,8 @@ class WorkloadDeployment(_Strict):
 
 def _default_workload_deployments() -> list[WorkloadDeployment]:
     return [
-        WorkloadDeployment(accelerator="h100-sxm", link="pcie-gen5-x16", tp=1),
-        WorkloadDeployment(accelerator="h100-sxm", link="pcie-gen5-x16", tp=8),
+        WorkloadDeployment(system="dgx-h100", tp=8),
+        WorkloadDeployment(system="hgx-h200", tp=8),
         WorkloadDeployment(system="gh200", tp=1),
     ]
 
@@ -139,12 +143,21 @@ class ReportConfig(_Strict):
     hardware: list[HardwarePair] = Field(default_factory=lambda: list(_DEFAULT_HARDWARE),
                                          min_length=1)
     system: str = "dgx-h100"
+    fallback_systems: list[str] = Field(default_factory=lambda: ["hgx-h200"])
+    """Systems tried, in order, for a model whose weights do not fit on ``system``."""
+    regime_systems: list[str] = Field(default_factory=lambda: ["dgx-h100", "gh200"])
+    """Systems of the two-regime kappa-vs-T figure (each model at TP ``tp``, or 1 on a system
+    with fewer GPUs); a model that does not fit is said so."""
+    token_budget: Annotated[float, BeforeValidator(_finite),
+                            Field(ge=1, le=MAX_TOKENS)] = 8192.0
+    """Tokens of a full iteration (the busy regime): vLLM's max_num_batched_tokens."""
     testbed: str = "paper-testbed"
     new_tokens: _Tokens = 128.0
     tp: _Count = Field(8, ge=1)
     compute_dtype: str = "bf16"
     bandwidth_source: Literal["peak", "sustained"] = "sustained"
-    compute_efficiency: _Efficiency = 1.0
+    compute_efficiency: _Efficiency | None = None
+    """Share of the dense peak; default: each accelerator's published achievable matmul rate."""
     link_efficiency: _Efficiency = 1.0
     mla_mode: Literal["expanded", "absorbed"] = "expanded"
     breakdown_tokens: tuple[_Tokens, _CachedTokens] = (128.0, 16384.0)
@@ -157,6 +170,8 @@ class ReportConfig(_Strict):
     measured_system: str | None = None
     """The system the measurements were taken on (needed with ``measurements``)."""
     synthetic_requests: _Count = Field(20000, ge=100)
+    synthetic_max_context: _Count | None = Field(131072, ge=2)
+    """Synthetic requests longer than this are cut to it (null: no cap)."""
     seed: _Count = Field(0, ge=0)
 
     @field_validator("synthetic_requests")
@@ -187,6 +202,24 @@ class ReportConfig(_Strict):
     def _png_first(cls, formats: list[str]) -> list[str]:
         # the HTML embeds PNG, so PNG is always written
         return ["png", *[f for f in formats if f != "png"]]
+
+    def placed(self, model: str, registry: Registry, **changes: Any) -> Deployment:
+        """``model`` on ``system``, or on the first of ``fallback_systems`` where its weights
+        fit (``system`` again when none fits: callers mark it)."""
+        from kvroof.cost.deployment import deployment
+        from kvroof.cost.memory_fit import memory_fit
+
+        first: Deployment | None = None
+        for name in (self.system, *self.fallback_systems):
+            settings = self.settings(**changes)
+            gpus = registry.system(name).num_accelerators
+            settings["tp"] = min(settings["tp"], gpus)
+            dep = deployment(model, system=name, registry=registry, **settings)
+            first = first or dep
+            if memory_fit(dep).fits:
+                return dep
+        assert first is not None
+        return first
 
     def settings(self, **changes: Any) -> dict[str, Any]:
         """The deployment settings the config gives (for :func:`kvroof.deployment`),
@@ -239,6 +272,8 @@ class ReportConfig(_Strict):
             *((f"hardware[{i}].link", "link", h.link) for i, h in enumerate(self.hardware)),
             ("system", "system", self.system),
             ("testbed", "system", self.testbed),
+            *((f"fallback_systems[{i}]", "system", n) for i, n in enumerate(self.fallback_systems)),
+            *((f"regime_systems[{i}]", "system", n) for i, n in enumerate(self.regime_systems)),
         ]
         if self.measurements is not None and self.measured_system is None:
             raise SpecError("measurements need measured_system (the system they were taken on)",

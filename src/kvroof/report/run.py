@@ -4,6 +4,8 @@ report.html."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,13 +14,14 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from kvroof.analysis.regimes import regime_curves
 from kvroof.cost.deployment import Deployment, deployment
-from kvroof.cost.kappa import kappa_crit, max_new_tokens_for_crossover
+from kvroof.cost.memory_fit import fit_problem
 from kvroof.cost.timing import ttft
 from kvroof.errors import KvroofError
 from kvroof.report.config import ReportConfig
 from kvroof.report.render import FigureEntry, render_html, render_markdown
-from kvroof.report.tables import Table, build_tables
+from kvroof.report.tables import Table, build_tables, kappa_cell
 from kvroof.specs.registry import Registry, default_registry
 
 __all__ = ["ReportResult", "build_report"]
@@ -60,16 +63,20 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
 
     first = config.models[0]
     hardware = [(p.accelerator, p.link) for p in config.hardware]
-    per_gpu = config.settings(tp=1)
 
-    def on_system(model: str, **changes: Any) -> Deployment:
-        return deployment(model, system=config.system, registry=reg,
-                          **config.settings(**changes))
+    def placed(model: str, **changes: Any) -> Deployment:
+        return config.placed(model, reg, **changes)
+
+    def fitting(deps: list[Deployment]) -> tuple[list[Deployment], str]:
+        """The deployments that fit, and a sentence naming those that do not."""
+        ok = [d for d in deps if not fit_problem(d)]
+        left_out = [f"{d.short_label}: {fit_problem(d)}" for d in deps if fit_problem(d)]
+        return ok, (" Left out: " + "; ".join(left_out) + "." if left_out else "")
 
     def roofline(mode: str) -> Callable[[], tuple[Figure, str]]:
         def make() -> tuple[Figure, str]:
-            settings = per_gpu if mode == "full" else config.settings(tp=1,
-                                                                bandwidth_source="peak")
+            settings = config.settings() if mode == "full" else config.settings(
+                tp=1, bandwidth_source="peak")
             fig = offload_roofline_figure(config.models, hardware, mode=mode,  # type: ignore[arg-type]
                                           new_tokens=config.new_tokens, registry=reg,
                                           **settings)
@@ -77,35 +84,65 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
             for model in config.models:
                 for accelerator, link in hardware:
                     dep = deployment(model, accelerator=accelerator, link=link, registry=reg,
-                                     **per_gpu)
-                    value = float(kappa_crit(dep, config.new_tokens).kappa_crit)
+                                     **settings)
                     parts.append(f"{model} on {accelerator} + {link}: "
-                                 + ("never" if value == float("inf") else f"{value:.3g}"))
+                                 + kappa_cell(dep, config.new_tokens))
             caption = ("Attainable compute per GPU against K/T with load and compute "
-                       "overlapped. " + ("Full-mode kappa_crit at T = "
-                                         f"{config.new_tokens:g}, TP 1: " + "; ".join(parts)
-                                         + "." if mode == "full" else
-                                         "Paper mode with dense peaks and peak link "
+                       "overlapped. " + ("Full-mode kappa_crit of a request alone at T = "
+                                         f"{config.new_tokens:g}, TP {config.tp}: "
+                                         + "; ".join(parts) + ". Curves of deployments whose "
+                                         "weights do not fit are not drawn." if mode == "full"
+                                         else "Paper mode with dense peaks and peak link "
                                          "bandwidth: the flat-then-1/kappa shape of the "
-                                         "paper's Fig. 4."))
+                                         "paper's Fig. 4 (a formula: no memory check)."))
             return fig, caption
         return make
 
     def ceilings() -> tuple[Figure, str]:
-        dep = on_system(first)
+        dep = placed(first)
+        compute = float(dep.effective_compute)
         return ceilings_figure(dep), (
-            f"{dep.label}. Requests below the host-link roof are transfer-bound; the link "
-            f"ridge sits at {float(dep.effective_compute) / float(dep.effective_bandwidth):.3g}"
-            " FLOP per byte loaded, far above the HBM ridge.")
+            f"{dep.label}. Each request sits twice at the FLOP/s it attains: at its FLOPs per "
+            "HBM byte (circle) and its FLOPs per host-link byte (triangle); the roof it touches "
+            f"bounds it. The HBM ridge is at "
+            f"{compute / float(dep.effective_hbm_bandwidth):.3g} FLOP/B, the link ridge at "
+            f"{compute / float(dep.effective_bandwidth):.3g} FLOP/B; "
+            "per-copy latency and all-reduces keep points below their roofs.")
 
     def kappa_t() -> tuple[Figure, str]:
-        deps = [on_system(m, tp=tp) for m in config.models for tp in sorted({1, config.tp})]
-        limits = "; ".join(f"{d.short_label}: T_max = {float(max_new_tokens_for_crossover(d)):.4g}"
-                           for d in deps)
-        return kappa_vs_t_figure(deps), (
-            "Full-mode kappa_crit rises with T (attention of the new tokens over each cached "
-            "token) until no K is transfer-bound; the paper's constant ignores T. "
-            f"Largest T with a crossover: {limits}.")
+        candidates = []
+        for model in config.models:
+            for name in config.regime_systems:
+                gpus = reg.system(name).num_accelerators
+                candidates.append(deployment(model, system=name, registry=reg,
+                                             **config.settings(tp=min(config.tp, gpus))))
+        deps, left_out = fitting(candidates)
+        shown = {d.model.name for d in deps}
+        for model in config.models:  # a model that fits none of them: its fallback system
+            if reg.model(model).name not in shown:
+                dep = placed(model)
+                if not fit_problem(dep):
+                    deps.append(dep)
+        sentences = []
+        for dep in deps:
+            curves = regime_curves(dep, config.token_budget)
+            meet = curves.meet_tokens
+            if math.isinf(meet):
+                sentences.append(f"{dep.short_label}: the weight reads set a lone request's "
+                                 "compute time at every T with a crossover")
+            else:
+                sentences.append(
+                    f"{dep.short_label}: alone, the weight reads set the compute time up to "
+                    f"T = {meet:,.0f}; above it the weights stop mattering and the regimes "
+                    f"differ only by the all-reduce latency a busy iteration shares (at most "
+                    f"{100 * curves.gap_above:.0f}%)")
+        return kappa_vs_t_figure(deps, iteration_tokens=config.token_budget), (
+            "Full-mode kappa_crit against T for a request alone (solid) and inside a busy "
+            f"iteration of {config.token_budget:g} tokens that shares the weight reads "
+            "(dash-dot). Alone, a small prefill is limited by reading the weights from HBM, so "
+            "kappa_crit falls with T; where attention over the cached context dominates it "
+            "rises again until no K is transfer-bound. " + "; ".join(sentences) + "."
+            + left_out)
 
     def overhead() -> tuple[Figure, str]:
         dep = deployment(first, system=config.testbed, registry=reg,
@@ -113,37 +150,45 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
         share = float(ttft(dep, 64, 65536).transfer_share)
         share_8k = float(ttft(dep, 128, 8192).transfer_share)
         return overhead_figure(dep), (
-            f"{dep.label}, serial. Transfer share at K = 65,536, T = 64: {100 * share:.1f}% "
-            f"(the paper reports 99%); at K = 8,192, T = 128: {100 * share_8k:.1f}% (paper: "
-            "88%).")
+            f"{dep.label}, serial, request alone. Transfer share at K = 65,536, T = 64: "
+            f"{100 * share:.1f}% (the paper reports 99%); at K = 8,192, T = 128: "
+            f"{100 * share_8k:.1f}% (paper: 88%).")
 
     def what_if() -> tuple[Figure, str]:
-        deps = [on_system(m) for m in config.models]
+        deps, left_out = fitting([placed(m) for m in config.models])
         return what_if_figure(deps, config.new_tokens, registry=reg), (
-            "Left: kappa_crit against per-GPU link bandwidth (full: solid; paper: dashed). "
-            "Full mode flattens where the host DRAM shared by the system's GPUs becomes the "
-            "bound. Right: KV formats; smaller KV raises kappa_crit.")
+            "Left: kappa_crit against per-GPU link bandwidth on each deployment's own host "
+            "(solid: its DRAM, shared by NUMA node, caps each load, so a faster link stops "
+            "helping at the DRAM share), for the link alone (dotted) and in paper mode "
+            "(dashed); points: the whole host swapped for Grace CPUs with NVLink-C2C (diamond: "
+            "a Grace per GPU as on GH200; square: a Grace per two GPUs as on GB200). Right: KV "
+            "formats; smaller KV raises kappa_crit." + left_out)
 
     def workloads() -> tuple[Figure, str]:
         from kvroof.plot.workload import workload_figure
         from kvroof.report.workloads import report_deployments, report_workloads
 
         traces = report_workloads(config)
-        deps = [d for d in report_deployments(config, reg, config.settings())
-                if d.model.name == reg.model(first).name]
+        deps, left_out = fitting([d for d in report_deployments(config, reg, config.settings())
+                                  if d.model.name == reg.model(first).name])
         kind = "synthetic workloads (SYNTHETIC, matched to the paper's published statistics)" \
             if all(w.synthetic for w in traces) else "the configured traces"
-        return workload_figure(traces, deps), (
+        return workload_figure(traces, deps, config.new_tokens), (
             f"ECDFs of T, K and K/T for {kind}, {first} on "
             + ", ".join(d.short_label.split(", ", 1)[1] for d in deps)
-            + ". The table 'Workloads: share transfer-bound' has every model and mode.")
+            + ". The table 'Workloads: share transfer-bound' has every model and mode."
+            + left_out)
 
     def breakdown() -> tuple[Figure, str]:
         t, k = config.breakdown_tokens
-        dep = on_system(first)
-        return ttft_breakdown_figure(dep, t, k, tps=sorted({1, config.tp})), (
+        dep = placed(first)
+        tps = [tp for tp in sorted({1, config.tp})
+               if not fit_problem(dataclasses.replace(dep, tp=tp, gpus_loading=None))]
+        skipped = [tp for tp in sorted({1, config.tp}) if tp not in tps]
+        note = f" TP {', '.join(map(str, skipped))}: does not fit." if skipped else ""
+        return ttft_breakdown_figure(dep, t, k, tps=tps or [dep.tp]), (
             f"{dep.short_label.rsplit(', TP', 1)[0]} at T = {t:g}, K = {k:g}: layer-wise "
-            "overlap hides at most the smaller of the two times.")
+            "overlap hides at most the smaller of the two times." + note)
 
     measured: list[tuple[str, str, Callable[[], tuple[Figure, str]]]] = []
     if config.measurements is not None:
@@ -173,8 +218,9 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
         *measured,
         ("roofline", "Offload roofline (full mode)", roofline("full")),
         ("roofline-paper", "Offload roofline (paper mode)", roofline("paper")),
-        ("ceilings", "Three-ceiling roofline", ceilings),
-        ("kappa-vs-t", "kappa_crit against new tokens T", kappa_t),
+        ("ceilings", "Hierarchical roofline (compute, HBM, host link)", ceilings),
+        ("kappa-vs-t", "kappa_crit against new tokens T: alone and in a busy iteration",
+         kappa_t),
         ("overhead", "Overhead grid (transfer share of TTFT)", overhead),
         ("what-if", "What-ifs: link bandwidth and KV format", what_if),
         ("breakdown", "TTFT breakdown by overlap mode and TP", breakdown),
@@ -251,12 +297,22 @@ def _build_into(
     intro = [
         "This report recomputes the tables of Meng, Lee and Wang, 'Understanding Bottlenecks for "
         "Efficiently Serving LLM Inference With KV Offloading' (arXiv 2601.19910) in paper mode, "
-        "then extends them with kvroof's full model: attention over the cached context, MLA, "
-        "tensor parallelism, per-copy latency and granularity, host DRAM sharing, overlap.",
+        "then extends them with kvroof's full model: the GPU's own roofline (FLOPs against the "
+        "HBM reads of weights and KV), attention over the cached context, MLA, tensor "
+        "parallelism and its all-reduces, per-copy latency and granularity, write-back, host "
+        "DRAM shared by NUMA node, overlap, and whether the weights fit at all.",
         f"Settings: T = {config.new_tokens:g} new tokens, TP {config.tp}, dense "
-        f"{config.compute_dtype} peaks, {config.bandwidth_source} link bandwidth, compute "
-        f"efficiency {config.compute_efficiency:g}, link efficiency {config.link_efficiency:g}, "
-        f"MLA {config.mla_mode}; system {config.system}, testbed {config.testbed}.",
+        f"{config.compute_dtype} peaks x "
+        + (f"compute efficiency {config.compute_efficiency:g}" if config.compute_efficiency
+           else "each accelerator's published achievable matmul rate (H100 SXM: 0.80)")
+        + f", {config.bandwidth_source} link bandwidth, link efficiency "
+        f"{config.link_efficiency:g}, MLA {config.mla_mode}; system {config.system} (or "
+        f"{', '.join(config.fallback_systems)} for a model whose weights do not fit it), testbed "
+        f"{config.testbed}.",
+        "Two regimes: a request alone reads every weight its tokens use (at small T that read, "
+        "not the FLOPs, sets the compute time, and kappa_crit is high); inside a busy iteration "
+        f"of {config.token_budget:g} tokens it shares that read and kappa_crit falls toward its "
+        "FLOP-only value. Tables give the request alone unless they say otherwise.",
         "kappa_crit: the cached-to-new token ratio K/T above which loading the cache takes "
         "longer than prefilling the new tokens. 'never' means no K makes prefill "
         "transfer-bound at that T.",

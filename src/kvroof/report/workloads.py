@@ -11,6 +11,7 @@ from kvroof.analysis.workload.formats import load_workload
 from kvroof.analysis.workload.records import Workload
 from kvroof.analysis.workload.synth import KINDS, synthesize
 from kvroof.cost.deployment import Deployment, deployment
+from kvroof.cost.memory_fit import fit_problem
 from kvroof.report.config import ReportConfig
 from kvroof.report.tables import Table
 from kvroof.specs.registry import Registry
@@ -27,7 +28,8 @@ def report_workloads(config: ReportConfig) -> list[Workload]:
             loaded.append(dataclasses.replace(workload, name=trace.name) if trace.name
                           else workload)
         return loaded
-    return [synthesize(kind, config.synthetic_requests, config.seed) for kind in KINDS]
+    return [synthesize(kind, config.synthetic_requests, config.seed, config.synthetic_max_context)
+            for kind in KINDS]
 
 
 def report_deployments(config: ReportConfig, registry: Registry,
@@ -49,6 +51,10 @@ def workload_table(workloads: list[Workload], deployments: list[Deployment]) -> 
     for workload in workloads:
         name = workload.name + (" (SYNTHETIC)" if workload.synthetic else "")
         for dep in deployments:
+            problem = fit_problem(dep)
+            if problem:
+                rows.append([name, dep.short_label, problem, "", "", "", "", ""])
+                continue
             paper = transfer_bound_shares(workload, dep, "paper")
             full = transfer_bound_shares(workload, dep, "full")
             assert full.ttft_transfer_share is not None and full.ttft is not None
@@ -70,7 +76,9 @@ def workload_table(workloads: list[Workload], deployments: list[Deployment]) -> 
     ]
     if synthetic:
         notes.append("SYNTHETIC workloads: drawn to match the published medians and IQRs "
-                     "(kvroof.analysis.workload.synth), not measured traces.")
+                     "(kvroof.analysis.workload.synth), not measured traces. "
+                     + "; ".join(w.name + ": " + w.source.rsplit("; ", 1)[-1]
+                                 for w in workloads if "cut to" in w.source))
     return Table(
         "workloads", "Workloads: share transfer-bound",
         ["workload", "deployment", "requests (paper)", "requests (full)",

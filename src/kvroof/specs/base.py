@@ -39,6 +39,7 @@ __all__ = [
     "SpecModel",
     "Time",
     "UnitOf",
+    "WeightDtype",
     "check_spec_name",
     "from_file",
 ]
@@ -49,6 +50,9 @@ ComputeDtype = Literal["fp4", "fp8", "int8", "fp16", "bf16", "tf32", "fp32"]
 KvDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"]
 """Data types the KV cache may be stored in."""
 
+WeightDtype = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4", "nvfp4"]
+"""Data types checkpoint weights may be stored in."""
+
 DTYPE_BYTES: dict[str, float] = {
     "fp32": 4.0,
     "tf32": 4.0,
@@ -58,8 +62,17 @@ DTYPE_BYTES: dict[str, float] = {
     "int8": 1.0,
     "int4": 0.5,
     "fp4": 0.5,
+    "mxfp4": 4.25 / 8,
+    "nvfp4": 4.5 / 8,
 }
-"""Bytes per element of each data type (4-bit types pack two elements per byte)."""
+"""Bytes per element of each data type (4-bit types pack two elements per byte).
+
+Block-scaled 4-bit formats carry their scales: ``mxfp4`` is 32 FP4 (E2M1) values sharing one
+8-bit E8M0 scale, 4.25 bits per element (OCP Microscaling Formats (MX) Specification v1.0,
+section 5, Table 1); ``nvfp4`` is 16 FP4 values sharing one FP8 (E4M3) scale, 4.5 bits per
+element (NVIDIA Technical Blog, "Introducing NVFP4 for Efficient and Accurate Low-Precision
+Inference", 2025). FP8 block scales (DeepSeek-V3: one FP32 scale per 128 x 128 block, 0.02%)
+are left out."""
 
 
 def from_file(info: ValidationInfo) -> bool:
@@ -195,3 +208,12 @@ class SourcedSpec(SpecModel):
     def label(self) -> str:
         """The display name, or the name when no display name is given."""
         return self.display_name or self.name
+
+    def _repr_html_(self) -> str:
+        from kvroof.describe import derived_figures, spec_rows
+        from kvroof.display import html_table, number
+
+        rows: list[list[str]] = [[field, text] for field, text in spec_rows(self)]
+        rows += [[name, number(value)] for name, value in derived_figures(self).items()]
+        rows += [[f"source: {field}", text] for field, text in self.sources.items()]
+        return html_table(rows, f"{self.kind_name} {self.name}: {self.label}")

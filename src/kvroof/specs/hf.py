@@ -2,14 +2,23 @@
 
 Supported architectures: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM (also Kimi-K2),
-MixtralForCausalLM and GptOssForCausalLM. The architecture name only gates support; the kind of
-attention and FFN is decided from the fields present (``kv_lora_rank`` -> MLA; ``num_experts``,
-``n_routed_experts`` or ``num_local_experts`` -> MoE; ``layer_types`` or ``sliding_window`` ->
-sliding-window layers), never from the model's name.
+MistralForCausalLM, MixtralForCausalLM and GptOssForCausalLM. The architecture name only gates
+support; the kind of attention and FFN is decided from the fields present (``kv_lora_rank`` ->
+MLA; ``num_experts``, ``n_routed_experts`` or ``num_local_experts`` -> MoE; ``layer_types`` or
+``sliding_window`` -> sliding-window layers), never from the model's name.
+
+The weight format comes from ``quantization_config`` (``fp8`` -> FP8 linear layers; ``mxfp4``
+-> MXFP4 expert weights of a MoE model, as gpt-oss ships them; ``awq``/``gptq`` -> int4 or int8),
+else from ``torch_dtype``; the embedding and LM head keep ``torch_dtype``.
 
 ``head_dim`` is taken from the config. When a config leaves it out, kvroof applies the default
 of the architecture's HuggingFace class (``hidden_size // num_attention_heads`` for Llama,
-Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
+Mistral, Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
+
+``sliding_window`` counts only where the class uses it: Qwen2/Qwen3 configs carry a window size
+next to ``use_sliding_window: false`` (no window), and a ``null`` window means none. A
+MistralForCausalLM config that leaves the key out gets the class default of 4096 tokens on every
+layer (Mistral-7B-v0.1), with a warning; v0.2 and later write ``"sliding_window": null``.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ SUPPORTED_ARCHITECTURES: Final = (
     "Qwen3MoeForCausalLM",
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
+    "MistralForCausalLM",
     "MixtralForCausalLM",
     "GptOssForCausalLM",
 )
@@ -47,11 +57,15 @@ _QK_NORM: Final = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"})
 _HEAD_DIM_DEFAULT: Final[dict[str, int | None]] = {
     "LlamaForCausalLM": None,
     "Qwen2ForCausalLM": None,
+    "MistralForCausalLM": None,
     "MixtralForCausalLM": None,
     "Qwen3ForCausalLM": 128,
     "Qwen3MoeForCausalLM": 128,
     "GptOssForCausalLM": 64,
 }
+# HuggingFace class defaults for sliding_window when config.json leaves the key out (not when it
+# writes null): MistralConfig(sliding_window=4096). Other supported classes default to no window.
+_SLIDING_WINDOW_DEFAULT: Final[dict[str, int]] = {"MistralForCausalLM": 4096}
 
 
 class _Config:
@@ -174,11 +188,53 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
             if sliding == {i for i in range(num_layers) if i % period == offset}:
                 return {"size": size, "period": period, "offset": offset}
         raise cfg.error("layer_types", "sliding layers do not follow a periodic pattern")
+    if "sliding_window" not in cfg.data and cfg.architecture in _SLIDING_WINDOW_DEFAULT:
+        size = _SLIDING_WINDOW_DEFAULT[cfg.architecture]
+        warnings.warn(
+            f"{cfg.path or '<config dict>'}: sliding_window missing; using {size} on every "
+            f"layer, the {cfg.architecture} default",
+            SpecWarning,
+            stacklevel=4,
+        )
+        return {"size": size, "period": 1, "offset": 0}
     if not cfg.has("sliding_window") or cfg.data.get("use_sliding_window") is False:
         return None
     if cfg.has("max_window_layers") and cfg.integer("max_window_layers") < num_layers:
         raise cfg.error("max_window_layers", "sliding window on only some layers is not supported")
     return {"size": cfg.integer("sliding_window"), "period": 1, "offset": 0}
+
+
+_TORCH_DTYPES: Final = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+def _weights(cfg: _Config, moe: bool) -> dict[str, Any]:
+    """The checkpoint's weight format from ``quantization_config`` (else ``torch_dtype``)."""
+    raw = cfg.data.get("torch_dtype") or cfg.data.get("dtype") or "bfloat16"
+    base = _TORCH_DTYPES.get(str(raw))
+    if base is None:
+        raise cfg.error("torch_dtype", f"unsupported dtype {str(raw)[:40]!r} (expected one of "
+                                       f"{', '.join(_TORCH_DTYPES)})")
+    quant = cfg.data.get("quantization_config")
+    if quant is None:
+        return {"dtype": base, "embeddings": base}
+    if not isinstance(quant, Mapping):
+        raise cfg.error("quantization_config", "expected a mapping")
+    method = str(quant.get("quant_method", ""))
+    if method == "fp8":
+        return {"dtype": "fp8", "embeddings": base}
+    if method == "mxfp4":
+        if moe:  # gpt-oss: MoE expert weights only; attention, router, embeddings stay base
+            return {"dtype": base, "experts": "mxfp4", "embeddings": base}
+        return {"dtype": "mxfp4", "embeddings": base}
+    if method in ("awq", "gptq"):
+        bits = quant.get("bits", quant.get("w_bit"))
+        if bits not in (4, 8):
+            raise cfg.error("quantization_config.bits", f"expected 4 or 8 bits for {method}, "
+                                                        f"got {str(bits)[:20]!r}")
+        return {"dtype": f"int{bits}", "embeddings": base}
+    raise cfg.error("quantization_config.quant_method",
+                    f"unsupported quantization {method[:40]!r} (supported: fp8, mxfp4, awq, gptq); "
+                    "give weights explicitly in a model spec file")
 
 
 def _name(data: Mapping[str, Any], path: Path | None, name: str | None) -> str:
@@ -215,6 +271,7 @@ def model_from_hf_config(
     cfg = _Config(data, path, architecture)
     num_layers = cfg.integer("num_hidden_layers")
     tie = data.get("tie_word_embeddings", False)  # False is every supported class's default
+    ffn = _ffn(cfg)
     fields: dict[str, Any] = {
         "name": _name(data, path, name),
         "display_name": name or "",
@@ -223,7 +280,8 @@ def model_from_hf_config(
         "vocab_size": cfg.integer("vocab_size"),
         "tie_word_embeddings": bool(tie),
         "attention": _attention(cfg),
-        "ffn": _ffn(cfg),
+        "ffn": ffn,
+        "weights": _weights(cfg, ffn["kind"] == "moe"),
         "sliding_window": _sliding_window(cfg, num_layers),
         "max_context": cfg.optional_int("max_position_embeddings"),
         "sources": {"default": f"HuggingFace config.json ({path or 'dict'})"},

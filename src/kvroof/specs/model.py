@@ -15,7 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, model_validator
 
 from kvroof.errors import short_repr
-from kvroof.specs.base import MAX_COUNT, PositiveInt, SourcedSpec, SpecModel
+from kvroof.specs.base import MAX_COUNT, PositiveInt, SourcedSpec, SpecModel, WeightDtype
 
 __all__ = [
     "FFN",
@@ -27,6 +27,7 @@ __all__ = [
     "ModelSpec",
     "PublishedParams",
     "SlidingWindow",
+    "WeightFormat",
 ]
 
 NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
@@ -177,6 +178,27 @@ class MoEFFN(SpecModel):
 FFN = Annotated[DenseFFN | MoEFFN, Field(discriminator="kind")]
 
 
+class WeightFormat(SpecModel):
+    """The data types the published checkpoint stores its weights in.
+
+    ``dtype`` covers every linear layer (attention, dense FFN, router); ``experts`` overrides it
+    for the routed and shared experts of a MoE model (gpt-oss ships MXFP4 experts and bf16
+    attention); ``embeddings`` covers the input embedding and the LM head, which quantized
+    checkpoints usually keep in bf16 (DeepSeek-V3's FP8 release does).
+    """
+
+    kind_name: ClassVar[str] = "weights"
+
+    dtype: WeightDtype = "bf16"
+    experts: WeightDtype | None = None
+    embeddings: WeightDtype = "bf16"
+
+    @property
+    def expert_dtype(self) -> str:
+        """The dtype of expert weights (``dtype`` unless ``experts`` overrides it)."""
+        return self.experts or self.dtype
+
+
 class PublishedParams(SpecModel):
     """Parameter counts as the publisher states them (may be rounded or count differently)."""
 
@@ -205,6 +227,7 @@ class ModelSpec(SourcedSpec):
     ffn: FFN
     sliding_window: SlidingWindow | None = None
     max_context: PositiveInt | None = None
+    weights: WeightFormat = WeightFormat()
     published: PublishedParams | None = None
 
     @model_validator(mode="after")
@@ -247,4 +270,5 @@ ARCHITECTURE_FIELDS = (
     "attention",
     "ffn",
     "sliding_window",
+    "weights",
 )

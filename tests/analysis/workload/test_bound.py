@@ -74,18 +74,27 @@ def test_cli_stats_with_model(capsys: pytest.CaptureFixture[str], tmp_path: Path
     table = tmp_path / "w.csv"
     table.write_text("new_tokens,cached_tokens\n16,4096\n512,1024\n64,0\n")
     code = main(["workload", "stats", str(table), "--model", "qwen3-235b-a22b",
-                 "--accelerator", "h100", "--compare", "gh200", "--json"])
-    data = json.loads(capsys.readouterr().out)
+                 "--accelerator", "h100", "--tp", "8", "--compare", "hgx-h200:8", "--compare",
+                 "gh200:1", "--json"])
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
     assert code == 0
+    # gh200 holds 96 GB, Qwen3-235B-A22B's weights 470 GB: left out with a warning
+    assert "--compare gh200:1: qwen3-235b-a22b does not fit" in captured.err
     assert [row["mode"] for row in data["transfer_bound"]] == ["paper", "full"] * 2
     full = data["transfer_bound"][1]
-    expected = [ttft(H100, t, k).bound == "transfer" for t, k in ((16, 4096), (512, 1024),
-                                                                  (64, 0))]
+    tp8 = deployment("qwen3-235b-a22b", accelerator="h100", registry=REG, tp=8)
+    expected = [ttft(tp8, t, k).bound == "transfer" for t, k in ((16, 4096), (512, 1024),
+                                                                 (64, 0))]
     assert full["requests_transfer_bound"] == pytest.approx(sum(expected) / 3)
     code = main(["workload", "stats", str(table), "--model", "qwen3-235b-a22b",
-                 "--accelerator", "h100", "--mode", "full"])
+                 "--accelerator", "h100", "--tp", "8", "--mode", "full"])
     out = capsys.readouterr().out
     assert code == 0 and "transfer-bound share" in out and "TTFT layerwise" in out
+    # the main deployment must fit: one H100 cannot hold it
+    code = main(["workload", "stats", str(table), "--model", "qwen3-235b-a22b",
+                 "--accelerator", "h100"])
+    assert code == 2 and "does not fit" in capsys.readouterr().err
 
 
 def test_cli_stats_model_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -97,6 +106,6 @@ def test_cli_stats_model_errors(capsys: pytest.CaptureFixture[str], tmp_path: Pa
                  "dgx-h100", "--tp", "8", "--compare", "gh200"]) == 2
     assert "--compare gh200: --tp: 8 exceeds" in capsys.readouterr().err
     assert main(["workload", "stats", str(table), "--model", "qwen3-235b-a22b", "--system",
-                 "dgx-h100", "--tp", "8", "--compare", "gh200:1", "--json"]) == 0
+                 "dgx-h100", "--tp", "8", "--compare", "hgx-h200:4", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["transfer_bound"]
-    assert rows[-1]["deployment"] == "qwen3-235b-a22b, gh200, TP 1"
+    assert rows[-1]["deployment"] == "qwen3-235b-a22b, hgx-h200, TP 4"

@@ -1,0 +1,153 @@
+"""One serving iteration: a batch of prefill chunks and decode tokens run in one forward pass.
+
+The iteration's compute is the GPU roofline of :func:`kvroof.cost.timing.roofline_breakdown`
+over all its tokens: FLOPs add up (each prefill chunk's attention over its context, each decode
+token's attention over its context, the LM head of every finished prefill and every decode), the
+weights are read once for the whole iteration (the experts its ``N`` tokens touch), the KV of
+every context is read once, and the all-reduces carry all ``N`` tokens. A decode is one new
+token (``T = 1``) on top of its context; MLA decodes run absorbed, as vLLM and SGLang run them.
+
+Loads and saves over the host link are not part of the iteration: a simulator times them on the
+link with :func:`kvroof.cost.transfer.transfer_breakdown`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from kvroof.cost.checks import token_count
+from kvroof.cost.deployment import Deployment
+from kvroof.cost.flops import decode_flops_sum, flop_terms, prefill_flops, prefill_flops_total
+from kvroof.cost.terms import kv_bytes_of, roofline, transfer_parts
+from kvroof.cost.timing import ComputeBreakdown, roofline_breakdown
+from kvroof.cost.transfer import kv_bytes_per_rank
+from kvroof.errors import KvroofError
+
+__all__ = ["IterationCost", "IterationModel", "iteration_cost"]
+
+
+@dataclass(frozen=True)
+class IterationCost:
+    """Compute of one iteration (seconds, per GPU) and what it held."""
+
+    compute: ComputeBreakdown
+    prefill_tokens: float
+    decode_tokens: int
+
+    @property
+    def tokens(self) -> float:
+        """Tokens scheduled: prefill chunk tokens plus one per decode."""
+        return self.prefill_tokens + self.decode_tokens
+
+    @property
+    def time(self) -> float:
+        """``max(FLOP time, HBM time) + all-reduce time``."""
+        return float(self.compute.total)
+
+
+def iteration_cost(
+    dep: Deployment,
+    prefill_tokens: ArrayLike = (),
+    prefill_context: ArrayLike = (),
+    decode_context: ArrayLike = (),
+    prefill_final: ArrayLike | None = None,
+) -> IterationCost:
+    """Compute of one iteration of prefill chunks (``prefill_tokens`` new tokens each, attending
+    to ``prefill_context`` tokens already in their sequence's KV) and decodes (one token each on
+    top of ``decode_context`` tokens). ``prefill_final`` marks the chunks that end their prompt
+    (only those compute logits; default: all)."""
+    t = np.atleast_1d(token_count("prefill_tokens", prefill_tokens))
+    k = np.atleast_1d(token_count("prefill_context", prefill_context))
+    d = np.atleast_1d(token_count("decode_context", decode_context))
+    if t.ndim != 1 or k.ndim != 1 or d.ndim != 1 or t.shape != k.shape:
+        raise KvroofError("prefill_tokens and prefill_context: expected two 1-D sequences of the "
+                          f"same length, got shapes {t.shape} and {k.shape}")
+    flops = 0.0
+    kv = 0.0
+    if t.size:
+        parts = prefill_flops(dep.model, t, k, dep.mla_mode)
+        per_chunk = np.asarray(parts.total, dtype=np.float64)
+        if prefill_final is not None:
+            final = np.atleast_1d(np.asarray(prefill_final, dtype=bool))
+            if final.shape != t.shape:
+                raise KvroofError(f"prefill_final: expected {t.size} flags, got {final.size}")
+            per_chunk = per_chunk - np.where(final, 0.0, np.asarray(parts.lm_head))
+        flops += float(per_chunk.sum())
+        kv += float(np.asarray(kv_bytes_per_rank(dep, k + t)).sum())
+    if d.size:
+        flops += float(np.asarray(prefill_flops(dep.model, 1.0, d, "absorbed").total).sum())
+        kv += float(np.asarray(kv_bytes_per_rank(dep, d + 1.0)).sum())
+    total = float(t.sum()) + d.size
+    if total == 0:
+        raise KvroofError("iteration_cost: an iteration needs at least one token")
+    compute = roofline_breakdown(dep, flops, total, kv)
+    return IterationCost(compute=compute, prefill_tokens=float(t.sum()), decode_tokens=d.size)
+
+
+class IterationModel:
+    """:func:`iteration_cost` for a simulator's inner loop: Python floats in and out, the same
+    cost-model evaluation (:mod:`kvroof.cost.terms`), microseconds a call.
+
+    Accumulate an iteration's FLOPs and KV reads with :meth:`prefill_chunk` and
+    :meth:`decode_batch`, then :meth:`time` it; :meth:`load_time` and :meth:`save_time` give one
+    request's host-link seconds (host-to-device load of its cached tokens, device-to-host save
+    of its new tokens' KV). Inputs are token counts the caller keeps valid (non-negative)."""
+
+    __slots__ = ("_decode", "_lm_head", "_rank", "_terms", "window")
+
+    def __init__(self, dep: Deployment) -> None:
+        self._terms = dep.terms
+        self._decode = flop_terms(dep.model, "absorbed")  # decodes run absorbed (vLLM, SGLang)
+        self._lm_head = self._terms.flops.lm_head
+        self._rank = self._terms.rank_share
+        self.window: float | None = self._terms.window
+
+    def prefill_chunk(self, new_tokens: float, context: float,
+                      final: bool = True) -> tuple[float, float]:
+        """(FLOPs, KV bytes read per rank) of one prefill chunk of ``new_tokens`` tokens on
+        ``context`` tokens already in its sequence's KV (logits only when ``final``)."""
+        flops = float(prefill_flops_total(self._terms.flops, float(new_tokens), float(context)))
+        if not final and new_tokens > 0:
+            flops -= self._lm_head
+        kv = float(kv_bytes_of(self._terms, float(context + new_tokens))) * self._rank \
+            if new_tokens > 0 else 0.0
+        return flops, kv
+
+    def decode_batch(self, count: int, context_sum: float,
+                     windowed_context_sum: float = 0.0) -> tuple[float, float]:
+        """(FLOPs, KV bytes read per rank) of ``count`` decodes whose contexts sum to
+        ``context_sum``; ``windowed_context_sum`` is the sum of ``min(context + 1, W)``, needed
+        when :attr:`window` is not ``None``."""
+        if count == 0:
+            return 0.0, 0.0
+        flops = float(decode_flops_sum(self._decode, float(count), float(context_sum),
+                                       float(windowed_context_sum)))
+        kv = (self._terms.kv_full * (context_sum + count)
+              + self._terms.kv_window * windowed_context_sum) * self._rank
+        return flops, float(kv)
+
+    def breakdown(self, tokens: float, flops: float, kv_bytes: float) -> tuple[float, float, float]:
+        """(FLOP seconds, HBM seconds, all-reduce seconds) of an iteration of ``tokens`` tokens."""
+        parts = roofline(self._terms, float(flops), float(tokens), float(kv_bytes), None)
+        return float(parts.flop_time), float(parts.hbm_time), float(parts.comm_time)
+
+    def time(self, tokens: float, flops: float, kv_bytes: float) -> float:
+        """Seconds of an iteration: ``max(FLOP time, HBM time) + all-reduce time``."""
+        return float(roofline(self._terms, float(flops), float(tokens), float(kv_bytes),
+                              None).total)
+
+    def load_time(self, cached_tokens: float) -> float:
+        """Host-link seconds to load one request's ``cached_tokens`` tokens (no save)."""
+        if cached_tokens <= 0:
+            return 0.0
+        return float(transfer_parts(self._terms, float(cached_tokens), 0.0).total)
+
+    def save_time(self, new_tokens: float) -> float:
+        """Host-link seconds to save ``new_tokens`` tokens' KV to host memory."""
+        if new_tokens <= 0:
+            return 0.0
+        return float(transfer_parts(self._terms, 0.0, float(new_tokens)).total)
+

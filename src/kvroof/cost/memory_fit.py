@@ -1,0 +1,127 @@
+"""Whether a deployment can run at all: the weights one TP rank stores, plus a minimum KV
+reserve, against what the engine may use of the GPU's memory.
+
+``needed = weight bytes per rank + KV bytes per rank of kv_reserve_tokens tokens``;
+``usable = HBM capacity x memory_utilization`` (vLLM's ``gpu_memory_utilization``, 0.9 by
+default). Activations and the CUDA context come out of the ``1 - memory_utilization`` margin.
+
+The command line refuses a deployment that does not fit, naming the bytes and what would fit;
+the report and the figures mark such rows "does not fit" instead of printing numbers. The
+Python functions of the cost model compute regardless (a what-if may be about hardware that
+does not exist); call :func:`check_fit` to refuse.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from kvroof.cost.checks import dtype_bytes
+from kvroof.cost.deployment import Deployment
+from kvroof.cost.transfer import kv_bytes_per_rank
+from kvroof.errors import KvroofError
+from kvroof.specs.model import GQAAttention
+from kvroof.units import Kind, format_quantity
+
+__all__ = ["MemoryFit", "check_fit", "fit_problem", "memory_fit", "valid_tp_degrees"]
+
+_SMALLER_DTYPES = ("fp8", "mxfp4", "int4")
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Bytes per GPU: weights, the KV reserve, what is needed and what is usable."""
+
+    weights: float
+    kv_reserve: float
+    usable: float
+    weight_dtype: str
+
+    @property
+    def needed(self) -> float:
+        return self.weights + self.kv_reserve
+
+    @property
+    def fits(self) -> bool:
+        return self.needed <= self.usable
+
+
+def valid_tp_degrees(dep: Deployment, limit: int = 64) -> list[int]:
+    """TP degrees the model's heads allow (dividing the attention heads; dividing or a multiple
+    of the KV heads), up to the system's GPUs (or ``limit`` without a system)."""
+    att = dep.model.attention
+    top = dep.system.num_accelerators if dep.system is not None else limit
+    degrees = []
+    for tp in range(1, top + 1):
+        if att.num_heads % tp:
+            continue
+        if isinstance(att, GQAAttention) and att.num_kv_heads % tp and tp % att.num_kv_heads:
+            continue
+        degrees.append(tp)
+    return degrees
+
+
+def memory_fit(dep: Deployment, kv_tokens: float | None = None) -> MemoryFit:
+    """Weights per rank plus the KV of ``kv_tokens`` tokens (default: the deployment's
+    ``kv_reserve_tokens``) against the usable HBM."""
+    tokens = dep.kv_reserve_tokens if kv_tokens is None else max(kv_tokens,
+                                                                  dep.kv_reserve_tokens)
+    return MemoryFit(
+        weights=dep.weight_bytes.total,
+        kv_reserve=float(kv_bytes_per_rank(dep, tokens)),
+        usable=dep.accelerator.hbm_capacity * dep.memory_utilization,
+        weight_dtype=dep.weight_dtype or dep.model.weights.dtype,
+    )
+
+
+def _alternatives(dep: Deployment, kv_tokens: float | None) -> str:
+    """What would fit: a larger TP on this hardware, or a smaller weight dtype."""
+    ideas = []
+    for tp in valid_tp_degrees(dep):
+        if tp > dep.tp:
+            try:
+                wider = dataclasses.replace(dep, tp=tp, gpus_loading=None)
+            except KvroofError:
+                continue
+            if memory_fit(wider, kv_tokens).fits:
+                ideas.append(f"TP {tp}")
+                break
+    current = dtype_bytes(dep.weight_dtype or dep.model.weights.dtype)
+    for dtype in _SMALLER_DTYPES:
+        if dtype_bytes(dtype) < current:
+            smaller = dataclasses.replace(dep, weight_dtype=dtype)
+            if memory_fit(smaller, kv_tokens).fits:
+                ideas.append(f"{dtype} weights at TP {dep.tp}")
+                break
+    if not ideas:
+        where = f"the {dep.system.num_accelerators} GPUs of {dep.system.name}" if dep.system \
+            else "any TP up to 64"
+        return f"nothing fits on {where} with these dtypes"
+    return "it fits with " + " or ".join(ideas)
+
+
+def check_fit(dep: Deployment, kv_tokens: float | None = None) -> MemoryFit:
+    """The fit, or a one-line :class:`KvroofError` naming the bytes and what would fit."""
+    fit = memory_fit(dep, kv_tokens)
+    if fit.fits:
+        return fit
+    def size(value: float) -> str:
+        return format_quantity(value, Kind.CAPACITY)
+
+    raise KvroofError(
+        f"{dep.model.name} does not fit on {dep.accelerator.name} at TP {dep.tp}: needs "
+        f"{size(fit.weights)} of {fit.weight_dtype} weights + {size(fit.kv_reserve)} of KV per "
+        f"GPU, {size(fit.usable)} usable ({size(dep.accelerator.hbm_capacity)} x "
+        f"{dep.memory_utilization:g}); {_alternatives(dep, kv_tokens)}"
+    )
+
+
+def fit_problem(dep: Deployment, kv_tokens: float | None = None) -> str:
+    """"" when the deployment fits; else a short "does not fit (...)" note for tables and
+    figure captions."""
+    fit = memory_fit(dep, kv_tokens)
+    if fit.fits:
+        return ""
+    needed = format_quantity(fit.needed, Kind.CAPACITY)
+    usable = format_quantity(fit.usable, Kind.CAPACITY)
+    return f"does not fit ({needed} of {fit.weight_dtype} weights + KV per GPU, {usable} usable)"
