@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from kvroof.errors import CommandError
 from kvroof.jsonsafe import json_safe
 from kvroof.specs.registry import Registry, default_registry
 
@@ -15,13 +16,11 @@ __all__ = ["CommandError", "flat_record", "print_csv", "print_json", "print_tabl
            "registry_from_args"]
 
 
-class CommandError(Exception):
-    """A command-line problem that is not a spec or value error (a bad path, say)."""
-
-
 def registry_from_args(args: argparse.Namespace) -> Registry:
     """The default registry, or one with the ``--spec-path`` folders added."""
     paths: list[str] = list(getattr(args, "spec_path", []) or [])
+    if any(not path.strip() for path in paths):
+        raise CommandError("--spec-path: expected a folder, got an empty name")
     return Registry(paths) if paths else default_registry()
 
 
