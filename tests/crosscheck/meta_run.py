@@ -86,12 +86,9 @@ def hf_config(name: str, num_layers: int | None = None) -> Any:
 def build(name: str, num_layers: int | None = None) -> Any:
     """The model on the meta device, bf16, observed attention, batched experts."""
     config = hf_config(name, num_layers)
-    kwargs: dict[str, Any] = {"dtype": DTYPE, "attn_implementation": ATTENTION}
-    if any(k in config.to_dict() for k in ("num_local_experts", "n_routed_experts",
-                                           "num_experts")):
-        kwargs["experts_implementation"] = "batched_mm"
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config, **kwargs)
+    with torch.device("meta"):  # experts_implementation is ignored by dense models
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=DTYPE, attn_implementation=ATTENTION, experts_implementation="batched_mm")
     assert type(model).__name__ == architecture(name)
     return model.eval()
 

@@ -136,6 +136,8 @@ MODEL_CASES = _params(*CASES)
 def test_every_registry_model_is_checked_or_listed() -> None:
     """A registry model is cross-checked, or NOT_COVERED says why not; the reason must hold."""
     for name in registry_models():
+        assert (meta_run.HF_CONFIGS / f"{name}.json").is_file(), (
+            f"{name}: no tests/data/hf_configs/{name}.json to build it from")
         arch = meta_run.architecture(name)
         if name in NOT_COVERED:
             assert arch not in ARCHITECTURES or meta_run.model_class(name) is None, (
