@@ -36,7 +36,7 @@ def test_names_and_aliases_are_unique(registry: Registry) -> None:
 
 
 def test_files_found() -> None:
-    assert len(FILES) >= 19 + 9 + 7 + 23
+    assert len(FILES) >= 20 + 9 + 7 + 24
 
 
 @pytest.mark.parametrize(
