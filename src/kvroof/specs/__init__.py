@@ -1,5 +1,7 @@
-"""Typed specs (accelerators, links, systems, models), spec files and registries."""
+"""Typed specs (accelerators, links, systems, models, engine profiles), spec files and
+registries."""
 
+from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier
 from kvroof.specs.hf import model_from_hf_config
 from kvroof.specs.loader import load_spec_file
@@ -17,6 +19,7 @@ from kvroof.specs.registry import Registry, SpecWarning, default_registry
 __all__ = [
     "Accelerator",
     "DenseFFN",
+    "Engine",
     "GQAAttention",
     "HostMemory",
     "Link",
