@@ -77,7 +77,8 @@ def register(commands: Any) -> None:
     overhead = figure_parser("overhead", "transfer share or P_OH over K by T (Fig. 6)")
     overhead.add_argument("--metric", choices=("transfer_share", "p_oh"),
                           default="transfer_share")
-    overhead.add_argument("--overlap", choices=OVERLAP_MODES, default="serial")
+    overhead.add_argument("--overlap", choices=OVERLAP_MODES, default=None,
+                          help="serial, layerwise or ideal (default: the engine's, else serial)")
     overhead.add_argument("--cached", default="1024,2048,4096,8192,16384,32768,65536",
                           metavar="K,K", help="cached tokens on the x axis")
     overhead.add_argument("--new", default="64,128,256,512,1024,2048", metavar="T,T",
