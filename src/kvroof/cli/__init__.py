@@ -16,6 +16,7 @@ from kvroof.cli import measure as measure_commands
 from kvroof.cli import plot as plot_commands
 from kvroof.cli import report as report_commands
 from kvroof.cli import specs as specs_commands
+from kvroof.cli import validate as validate_commands
 from kvroof.cli import workload as workload_commands
 from kvroof.cli.common import CommandError
 from kvroof.errors import KvroofError
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     workload_commands.register(commands)
     measure_commands.register(commands)
     calibrate_commands.register(commands)
+    validate_commands.register(commands)
     return parser
 
 

@@ -20,7 +20,7 @@ from kvroof.errors import KvroofError
 
 __all__ = ["register"]
 
-KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown")
+KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown", "validation")
 
 
 def _int_list(flag: str, text: str) -> list[int]:
@@ -87,6 +87,17 @@ def register(commands: Any) -> None:
     what_if = figure_parser("what-if", "kappa_crit against link bandwidth and KV format")
     what_if.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
 
+    validation = kinds.add_parser(
+        "validation", help="predicted against measured for every validation case")
+    validation.add_argument("--mode", choices=("before", "after", "held_out"), default="after",
+                            help="the filled markers: before engine profiles, with them "
+                                 "(default), or held out")
+    validation.add_argument("--cases", action="append", default=None, metavar="DIR",
+                            help="a folder of case files instead of the built-in ones")
+    validation.add_argument("-o", "--output", required=True, metavar="FILE",
+                            help="output file: .png, .svg or .pdf")
+    validation.set_defaults(handler=run_plot)
+
     breakdown = figure_parser("breakdown", "TTFT stacked by compute and exposed transfer")
     breakdown.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
     breakdown.add_argument("--cached-tokens", type=float, default=16384.0, metavar="K")
@@ -114,6 +125,10 @@ def _output(args: argparse.Namespace) -> Path:
 def _draw(args: argparse.Namespace) -> Any:
     from kvroof import plot
 
+    if args.figure == "validation":
+        from kvroof.validation.run import validate
+
+        return plot.validation_figure(validate(args.cases, registry_from_args(args)), args.mode)
     if args.figure == "roofline":
         pairs = []
         for item in args.hardware:
