@@ -33,7 +33,7 @@ CASE_KEYS = {"id", "source", "url", "where", "quantity", "engine", "rating", "me
              "ratio_before", "ratio_after", "ratio_held_out"}
 STATS_KEYS = {"quantity", "mode", "cases", "median_ratio", "worst_ratio", "worst_case", "mape"}
 FIT_KEYS = {"overhead_s", "overhead_fitted", "share", "share_fitted", "cases", "sources",
-            "max_error", "rms_log_error"}
+            "max_error", "rms_log_error", "held_out_max_error"}
 
 
 def test_json_is_valid_and_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:

@@ -60,13 +60,14 @@ def _stats_rows(result: Any) -> list[list[str]]:
     return rows
 
 
-def _fit_text(method: str, fit: Any) -> str:
+def _fit_text(method: str, fit: Any, held_out: float) -> str:
     overhead = format_quantity(fit.overhead, Kind.TIME)
     overhead += "" if fit.overhead_fitted else " (not fitted: no copy of 64 KiB or less)"
     share = f"{fit.share:.3g}" + ("" if fit.share_fitted else " (not fitted)")
     return (f"{method}: per-copy overhead {overhead}, share of the link {share}; "
             f"{len(fit.points)} cases from {len(fit.sources)} sources, every one within "
-            f"{100 * fit.max_error:.0f}% (factor), RMS log error {fit.rms_log_error:.2f}")
+            f"{100 * fit.max_error:.0f}% (factor; RMS log error {fit.rms_log_error:.2f}), "
+            f"held out within {100 * held_out:.0f}%")
 
 
 def _explain(result: Any, case_id: str) -> None:
@@ -95,6 +96,10 @@ def _explain(result: Any, case_id: str) -> None:
     for mode in MODES:
         prediction = item.prediction(mode)
         print()
+        if mode == "held_out" and prediction is item.after:
+            print(f"{MODE_TEXT[mode]}: the same as with engine profiles (this source is not in "
+                  "the copy-size fit, so the shipped profiles never saw it)")
+            continue
         value = prediction.value
         headline = (f"not predicted: {prediction.problem}" if value is None else
                     f"{as_text(value, case.quantity)} (ratio {_ratio(item.ratio(mode))})")
@@ -142,7 +147,7 @@ def run_validate(args: argparse.Namespace) -> None:
     print("copy-size fit (in_fit cases, host-to-device; held out = refitted without the "
           "case's source):")
     for method, fit in result.fits.items():
-        print("  " + _fit_text(method, fit))
+        print("  " + _fit_text(method, fit, result.held_out_fit_error(method)))
     if not any(item.case.quantity == "kappa_crit" for item in result.results):
         print("kappa_crit: no case; no public text read for this validation states a measured "
               "kappa_crit")

@@ -41,7 +41,8 @@ def validation_tables(result: ValidationResult) -> list[Table]:
             + f", share of the link {fit.share:.3g}" + ("" if fit.share_fitted else
                                                         " (not fitted)")
             + f"; {len(fit.points)} cases from {len(fit.sources)} sources, each within "
-            f"{100 * fit.max_error:.0f}% (factor) of its measurement.")
+            f"{100 * fit.max_error:.0f}% (factor) of its measurement, "
+            f"{100 * result.held_out_fit_error(method):.0f}% when refitted without its source.")
     worst = result.worst("after")
     if worst:
         notes.append("Worst with engine profiles: " + "; ".join(

@@ -83,7 +83,10 @@ def _where(path: Path | None) -> str:
 def _engine_origin(engine: Engine, field: str, refitted: bool) -> str:
     if refitted and field in engine.fitted:
         return f"engine {engine.name}, refitted without this case's source"
-    return f"engine {engine.name}: {engine.sources.get(field, 'profile')}"
+    source = engine.sources.get(field)
+    if source is None:
+        return f"engine {engine.name}: not set by the profile (its notes say why)"
+    return f"engine {engine.name}: {source}"
 
 
 def _time(value: float) -> str:

@@ -118,6 +118,16 @@ class ValidationResult:
     held_out_fits: dict[str, dict[str, CopyFit]]
     stats: tuple[QuantityStats, ...]
 
+    def held_out_fit_error(self, method: str) -> float:
+        """The largest factor error over ``method``'s fitted points when each is predicted by
+        the fit without its own source (0 without points)."""
+        errors = []
+        for point in self.fits[method].points:
+            refit = self.held_out_fits[point.source][method]
+            ratio = refit.predicted_seconds(point) / point.seconds
+            errors.append(max(ratio, 1.0 / ratio) - 1.0)
+        return max(errors, default=0.0)
+
     def result(self, case_id: str) -> CaseResult:
         """The result of the case called ``case_id``."""
         for item in self.results:
@@ -177,7 +187,9 @@ class ValidationResult:
                  "worst_case": s.worst_case, "mape": s.mape}
                 for s in self.stats
             ],
-            "fits": {method: _fit_dict(fit) for method, fit in self.fits.items()},
+            "fits": {method: {**_fit_dict(fit),
+                              "held_out_max_error": self.held_out_fit_error(method)}
+                     for method, fit in self.fits.items()},
             "held_out_fits": {source: {m: _fit_dict(f) for m, f in fits.items()}
                               for source, fits in self.held_out_fits.items()},
             "left_out": [
