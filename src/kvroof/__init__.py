@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "get_system": "kvroof.lookup",
     "get_engine": "kvroof.lookup",
     "KvroofError": "kvroof.errors",
+    "explore": "kvroof.explore",
     "SpecError": "kvroof.errors",
     "UnknownNameError": "kvroof.errors",
     "UnitError": "kvroof.units",
@@ -122,6 +123,7 @@ __all__ = [
     "decode_flops",
     "default_registry",
     "deployment",
+    "explore",
     "fit_problem",
     "get_accelerator",
     "get_engine",
@@ -191,6 +193,7 @@ if TYPE_CHECKING:
         weights_read_per_rank,
     )
     from kvroof.errors import KvroofError, SpecError, UnknownNameError
+    from kvroof.explore import explore
     from kvroof.lookup import get_accelerator, get_engine, get_link, get_model, get_system
     from kvroof.specs.engine import Engine
     from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier

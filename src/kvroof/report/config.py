@@ -105,6 +105,8 @@ class ReportConfig(_Strict):
     measured_system: str | None = None
     """The system the measurements were taken on (needed with ``measurements``)."""
     synthetic_requests: int = Field(20000, ge=100)
+    synthetic_max_context: int | None = Field(131072, ge=2)
+    """Synthetic requests longer than this are cut to it (null: no cap)."""
     seed: int = 0
 
     @field_validator("formats")

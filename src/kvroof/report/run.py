@@ -182,7 +182,7 @@ def _figure_specs(config: ReportConfig, reg: Registry,
                                   if d.model.name == reg.model(first).name])
         kind = "synthetic workloads (SYNTHETIC, matched to the paper's published statistics)" \
             if all(w.synthetic for w in traces) else "the configured traces"
-        return workload_figure(traces, deps), (
+        return workload_figure(traces, deps, config.new_tokens), (
             f"ECDFs of T, K and K/T for {kind}, {first} on "
             + ", ".join(d.short_label.split(", ", 1)[1] for d in deps)
             + ". The table 'Workloads: share transfer-bound' has every model and mode."

@@ -187,3 +187,12 @@ class SourcedSpec(SpecModel):
     def label(self) -> str:
         """The display name, or the name when no display name is given."""
         return self.display_name or self.name
+
+    def _repr_html_(self) -> str:
+        from kvroof.describe import derived_figures, spec_rows
+        from kvroof.display import html_table, number
+
+        rows: list[list[str]] = [[field, text] for field, text in spec_rows(self)]
+        rows += [[name, number(value)] for name, value in derived_figures(self).items()]
+        rows += [[f"source: {field}", text] for field, text in self.sources.items()]
+        return html_table(rows, f"{self.kind_name} {self.name}: {self.label}")

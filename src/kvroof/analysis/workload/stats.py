@@ -97,6 +97,31 @@ class WorkloadStats:
         """Plain values for JSON (infinities stay floats; the CLI writes them as null)."""
         return asdict(self)
 
+    def _columns(self) -> dict[str, Distribution | None]:
+        return {"new_tokens": self.new_tokens, "cached_tokens": self.cached_tokens,
+                "kappa_ratio": self.kappa_ratio, "output_tokens": self.output_tokens}
+
+    def to_frame(self) -> Any:
+        """A pandas DataFrame: one row per statistic (p10 ... p99, iqr, mean, infinite), one
+        column per quantity (``new_tokens``, ``cached_tokens``, ``kappa_ratio``,
+        ``output_tokens``)."""
+        from kvroof.display import require_pandas
+
+        pandas = require_pandas()
+        data = {name: dist.as_dict() for name, dist in self._columns().items() if dist}
+        return pandas.DataFrame(data)
+
+    def _repr_html_(self) -> str:
+        from kvroof.display import html_table, number
+
+        columns = {name: dist for name, dist in self._columns().items() if dist is not None}
+        statistics = ["p10", "p25", "p50", "p75", "p90", "p99", "iqr", "mean"]
+        rows = [[stat, *(number(getattr(dist, stat)) for dist in columns.values())]
+                for stat in statistics]
+        title = (f"{self.name}{' (SYNTHETIC)' if self.synthetic else ''}: {self.count:,} "
+                 f"requests ({self.skipped} skipped)")
+        return html_table(rows, title, ["statistic", *columns])
+
 
 def describe(workload: Workload) -> WorkloadStats:
     """Percentiles, IQR and means of T, K and kappa_ratio (and of known output lengths)."""
