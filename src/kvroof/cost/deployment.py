@@ -589,6 +589,8 @@ class Deployment:
                                   f"({self.compute_efficiency_source})"],
             ["HBM (per GPU)", quantity(self.effective_hbm_bandwidth, Kind.BANDWIDTH)],
             ["host link (per GPU)", quantity(self.effective_bandwidth, Kind.BANDWIDTH)],
+            ["engine", "none (kvroof's defaults)" if self.engine is None else
+             f"{self.engine.name}: {self.engine.label}"],
             ["regime", "request alone" if self.iteration_tokens is None else
              f"inside an iteration of {number(np.asarray(self.iteration_tokens))} tokens"],
             ["memory (per GPU)", f"{format_quantity(fit.needed, Kind.CAPACITY)} of "
