@@ -113,3 +113,21 @@ def test_plot_validation(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     target = tmp_path / "validation.png"
     code, _, _ = run(capsys, "plot", "validation", "-o", str(target))
     assert code == 0 and target.stat().st_size > 1000
+
+
+def test_case_json_has_the_inputs(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "validate", "--case", "flexkv-pr193-h20-per-call", "--json")
+    assert code == 0
+    data = json.loads(out, parse_constant=_no_constants)
+    assert set(data) >= CASE_KEYS
+    inputs = {i["name"]: i for i in data["explain_after"]["inputs"]}
+    assert inputs["per-copy overhead"]["from"].startswith("engine memcpy-async")
+    assert data["explain_before"]["inputs"]
+
+
+def test_missing_cases_folder_is_one_line(capsys: pytest.CaptureFixture[str],
+                                          tmp_path: Path) -> None:
+    code, _, err = run(capsys, "validate", "--cases", str(tmp_path / "nope"))
+    assert code == 2
+    assert err.startswith(f"kvroof: error: {tmp_path / 'nope'}: validation folder does not exist")
+    assert err.count("\n") == 1

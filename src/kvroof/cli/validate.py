@@ -30,7 +30,8 @@ def register(commands: Any) -> None:
                         help="a folder of case files to validate instead of the built-in ones "
                              "(repeatable)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON (SI units; keys in docs/validation.md)")
+                        help="print JSON (SI units; keys in docs/validation.md); with --case, "
+                             "that case with each prediction's inputs")
     parser.set_defaults(handler=run_validate)
 
 
@@ -109,11 +110,31 @@ def _explain(result: Any, case_id: str) -> None:
                     header=["input", "value", "from"])
 
 
+def _case_json(result: Any, case_id: str) -> dict[str, Any]:
+    """One case as JSON: its entry of ``kvroof validate --json`` plus each prediction's inputs
+    and parts (name, value, from)."""
+    item = result.result(case_id)
+    data: dict[str, Any] = next(c for c in result.as_dict()["cases"] if c["id"] == case_id)
+    for mode in ("before", "after", "held_out"):
+        prediction = item.prediction(mode)
+        data[f"explain_{mode}"] = {
+            "problem": prediction.problem,
+            "inputs": [{"name": i.name, "value": i.value, "from": i.origin}
+                       for i in prediction.inputs],
+            "parts": [{"name": i.name, "value": i.value, "from": i.origin}
+                      for i in prediction.parts],
+        }
+    return data
+
+
 def run_validate(args: argparse.Namespace) -> None:
     from kvroof.validation.predict import as_text
     from kvroof.validation.run import Mode, validate
 
     result = validate(args.cases, registry_from_args(args))
+    if args.case and args.json:
+        print_json(_case_json(result, args.case))
+        return
     if args.case:
         _explain(result, args.case)
         return

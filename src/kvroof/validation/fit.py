@@ -23,6 +23,7 @@ from typing import Final
 
 import numpy as np
 
+from kvroof.cost.copy_size import copy_time
 from kvroof.specs.engine import COPY_METHODS, CopyMethod
 from kvroof.specs.registry import Registry
 from kvroof.validation.cases import CaseFile
@@ -64,8 +65,9 @@ class CopyFit:
     points: tuple[FitPoint, ...]
 
     def predicted_seconds(self, point: FitPoint) -> float:
-        """The model's time for ``point`` with these parameters."""
-        return self.overhead + point.size / (self.share * point.link_bandwidth)
+        """The model's time for ``point`` with these parameters
+        (:func:`kvroof.cost.copy_size.copy_time`)."""
+        return float(copy_time(point.size, self.overhead, self.share * point.link_bandwidth))
 
     @property
     def ratios(self) -> list[float]:
@@ -120,8 +122,8 @@ def _search(points: Sequence[FitPoint], overheads: np.ndarray, shares: np.ndarra
     size = np.array([p.size for p in points])
     bandwidth = np.array([p.link_bandwidth for p in points])
     measured = np.log(np.array([p.seconds for p in points]))
-    predicted = (overheads[:, None, None]
-                 + size[None, None, :] / (shares[None, :, None] * bandwidth[None, None, :]))
+    predicted = copy_time(size[None, None, :], overheads[:, None, None],
+                          shares[None, :, None] * bandwidth[None, None, :])
     loss = np.sum((np.log(predicted) - measured) ** 2, axis=-1)
     i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
     return float(overheads[i]), float(shares[j])
