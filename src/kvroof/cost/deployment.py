@@ -69,7 +69,7 @@ from kvroof.cost.copy_size import engine_link_share, engine_settings
 from kvroof.cost.flops import MLA_MODES, MlaMode
 from kvroof.cost.host_memory import LOCALITIES, Locality, dram_share_per_gpu
 from kvroof.cost.weights import WeightBytes, weight_bytes_per_rank
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Calibration, Link, System
@@ -291,7 +291,7 @@ class Deployment:
             or self.reuse_block_tokens < 1
         ):
             raise KvroofError(f"reuse_block_tokens: expected a positive integer or None, got "
-                              f"{self.reuse_block_tokens!r}")
+                              f"{short_repr(self.reuse_block_tokens)}")
         nonnegative("request_overhead", self.request_overhead)
         self._check_tiers()
         self.link_bandwidth  # noqa: B018 -- fail early if no sustained figure is known

@@ -19,17 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal
 
-import yaml
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from kvroof.errors import KvroofError, SpecError
+from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.specs.base import Capacity, PositiveInt, SpecModel
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
 from kvroof.units import Kind, UnitError, parse_quantity
+from kvroof.userfiles import load_yaml_file
 
 __all__ = [
     "LINK_QUANTITIES",
+    "MAX_CASE_FILE_BYTES",
     "QUANTITIES",
     "UNIT_KINDS",
     "Case",
@@ -130,7 +131,8 @@ class Case(SpecModel):
             raise ValueError("cannot read without a valid quantity")
         if kind is None:
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ValueError(f"expected a positive number for {quantity}, got {value!r}")
+                raise ValueError(f"expected a positive number for {quantity}, got "
+                                 f"{short_repr(value)}")
             return float(value)
         if not isinstance(value, str):
             raise ValueError(f"write the measured {kind.value} with its unit, like "
@@ -140,7 +142,7 @@ class Case(SpecModel):
         except UnitError as error:
             raise ValueError(str(error)) from None
         if measured <= 0:
-            raise ValueError(f"must be positive, got {value!r}")
+            raise ValueError(f"must be positive, got {short_repr(value)}")
         return measured
 
     @model_validator(mode="after")
@@ -198,6 +200,8 @@ class CaseFile:
 
 
 _TOP_KEYS: Final = ("source", "defaults", "cases", "left_out")
+MAX_CASE_FILE_BYTES: Final = 1 << 20
+"""The largest case file read (the biggest built-in one is about 8 kB)."""
 
 
 def _validated(cls: type[SpecModel], data: object, path: Path, field: str) -> Any:
@@ -211,19 +215,11 @@ def _validated(cls: type[SpecModel], data: object, path: Path, field: str) -> An
 
 
 def load_case_file(path: str | Path) -> CaseFile:
-    """Load and validate one case file; errors are :class:`SpecError` naming file and field."""
+    """Load and validate one case file; errors are :class:`SpecError` naming file and field.
+    The file is read with the limits of :mod:`kvroof.userfiles` (at most
+    :data:`MAX_CASE_FILE_BYTES`, UTF-8, bounded nesting and YAML aliases, no key twice)."""
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SpecError(f"cannot read: {error.strerror or error}", path) from None
-    except UnicodeDecodeError:
-        raise SpecError("not UTF-8 text", path) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise SpecError(f"malformed YAML{where}: {problem}", path) from None
+    data = load_yaml_file(path, MAX_CASE_FILE_BYTES, "validation case files")
     if not isinstance(data, dict):
         raise SpecError("expected a mapping with source, defaults, cases and left_out", path)
     unknown = sorted(str(key) for key in data if key not in _TOP_KEYS)
@@ -260,7 +256,7 @@ def load_case_file(path: str | Path) -> CaseFile:
             raise SpecError(message, path,
                             f"cases[{index}]" + (f".{where}" if where else "")) from None
         if case.id in seen:
-            raise SpecError(f"duplicate case id {case.id!r}", path, f"cases[{index}].id")
+            raise SpecError(f"duplicate case id {short_repr(case.id)}", path, f"cases[{index}].id")
         seen.add(case.id)
         cases.append(case)
     raw_left = data.get("left_out") or []

@@ -133,14 +133,15 @@ class ValidationResult:
         for item in self.results:
             if item.case.id == case_id:
                 return item
-        from kvroof.errors import KvroofError
+        from kvroof.errors import KvroofError, short_repr
 
         known = [item.case.id for item in self.results]
         import difflib
 
         close = difflib.get_close_matches(case_id, known, n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KvroofError(f"--case: no case {case_id!r}{hint} (`kvroof validate` lists them)")
+        raise KvroofError(f"--case: no case {short_repr(case_id)}{hint} (`kvroof validate` "
+                          "lists them)")
 
     def stats_for(self, mode: Mode) -> list[QuantityStats]:
         """The statistics of ``mode``, one per quantity that has cases."""
