@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args, flag_error
 from kvroof.cost.deployment import Deployment
@@ -71,7 +72,7 @@ def _regime_text(dep: Deployment, new_tokens: float) -> str:
 
 def register(commands: Any) -> None:
     kappa = commands.add_parser(
-        "kappa", help="critical cached-to-new token ratio (paper or full mode)",
+        "kappa", help=command_help("kappa"),
         description="kappa_crit: above K/T = kappa_crit, loading the cache takes longer than "
                     "prefilling the new tokens.",
     )
@@ -84,7 +85,7 @@ def register(commands: Any) -> None:
     _add_output_flags(kappa)
     kappa.set_defaults(handler=run_kappa)
 
-    ttft_parser = commands.add_parser("ttft", help="time to first token of one request")
+    ttft_parser = commands.add_parser("ttft", help=command_help("ttft"))
     add_deployment_flags(ttft_parser)
     ttft_parser.add_argument("--new-tokens", type=float, required=True, metavar="T")
     ttft_parser.add_argument("--cached-tokens", type=float, required=True, metavar="K")

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import CommandError, registry_from_args
 from kvroof.cli.deployment_flags import (
     add_deployment_flags,
@@ -59,7 +60,7 @@ def _float_list(flag: str, text: str) -> list[float]:
 
 
 def register(commands: Any) -> None:
-    plot = commands.add_parser("plot", help="draw one figure to a PNG, SVG or PDF file")
+    plot = commands.add_parser("plot", help=command_help("plot"))
     kinds = plot.add_subparsers(dest="figure", metavar="FIGURE", required=True)
 
     def figure_parser(name: str, help_text: str) -> argparse.ArgumentParser:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import print_json, print_table, registry_from_args
 from kvroof.units import Kind, format_quantity
 
@@ -14,7 +15,7 @@ __all__ = ["register"]
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
-        "validate", help="predict published measurements and report the errors",
+        "validate", help=command_help("validate"),
         description="Predict every validation case (published measurements of copies, layer "
                     "loads, prefill and TTFT) with and without engine profiles, and report the "
                     "ratio predicted / measured per case and per quantity.",

@@ -115,7 +115,7 @@ class Registry:
         if builtin:
             for folder in builtin_spec_dirs():
                 for path in _spec_files(folder):
-                    self._add(load_spec_file(path), path, builtin=True)
+                    self._add(load_spec_file(path, packaged=True), path, builtin=True)
             self._check_references(builtin_only=True)
         user_folders: list[Path] = []
         if use_env:
