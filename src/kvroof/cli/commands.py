@@ -9,7 +9,8 @@ from __future__ import annotations
 __all__ = ["COMMANDS", "command_help", "command_module"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "list": ("kvroof.cli.specs", "list the known models, accelerators, links or systems"),
+    "list": ("kvroof.cli.specs",
+             "list the known models, accelerators, links, systems or engine profiles"),
     "show": ("kvroof.cli.specs", "show one spec with its derived figures"),
     "kappa": ("kvroof.cli.cost", "critical cached-to-new token ratio (paper or full mode)"),
     "ttft": ("kvroof.cli.cost", "time to first token of one request"),
@@ -24,6 +25,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("kvroof.cli.calibrate",
                   "fit compute efficiency, link bandwidth and latency, overlap to measured "
                   "prefill results"),
+    "validate": ("kvroof.cli.validate",
+                 "predict published measurements and report the errors, before and with "
+                 "engine profiles"),
 }
 """Command name -> (module whose ``register`` adds it, help line), in the order ``--help``
 lists them."""

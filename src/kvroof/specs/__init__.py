@@ -1,4 +1,5 @@
-"""Typed specs (accelerators, links, systems, models), spec files and registries.
+"""Typed specs (accelerators, links, systems, models, engine profiles), spec files and
+registries.
 
 Names are exported lazily (as in :mod:`kvroof`): importing one submodule, say
 ``kvroof.specs.registry``, does not load the HuggingFace importer or the others.
@@ -10,6 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "Engine": "kvroof.specs.engine",
     "Accelerator": "kvroof.specs.hardware",
     "HostMemory": "kvroof.specs.hardware",
     "Link": "kvroof.specs.hardware",
@@ -32,6 +34,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "Accelerator",
     "DenseFFN",
+    "Engine",
     "GQAAttention",
     "HostMemory",
     "Link",
@@ -50,6 +53,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from kvroof.specs.engine import Engine
     from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier
     from kvroof.specs.hf import model_from_hf_config
     from kvroof.specs.loader import load_spec_file

@@ -1,7 +1,7 @@
 """Read one spec file (YAML) into a typed spec, with one-line errors naming file and field.
 
 A spec file is a YAML mapping whose ``spec`` key says what it describes (``accelerator``,
-``link``, ``system`` or ``model``); the other keys are the fields of that spec.
+``link``, ``system``, ``model`` or ``engine``); the other keys are the fields of that spec.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from kvroof.errors import SpecError, short_repr
 from kvroof.specs.base import SourcedSpec
+from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.model import ModelSpec
 from kvroof.userfiles import load_packaged_yaml, load_yaml_file
@@ -29,13 +30,15 @@ __all__ = [
 MAX_SPEC_BYTES: Final = 1 << 20
 """Largest spec file read (1 MiB; the largest built-in one is under 5 kB)."""
 
-Spec = Accelerator | Link | System | ModelSpec
+Spec = Accelerator | Link | System | ModelSpec | Engine
 
-SPEC_TYPES: Final[dict[str, type[Accelerator] | type[Link] | type[System] | type[ModelSpec]]] = {
+SPEC_TYPES: Final[dict[str, type[Accelerator] | type[Link] | type[System] | type[ModelSpec]
+                        | type[Engine]]] = {
     "accelerator": Accelerator,
     "link": Link,
     "system": System,
     "model": ModelSpec,
+    "engine": Engine,
 }
 
 # Tags of discriminated unions appear in pydantic's error locations; they are not field names.
