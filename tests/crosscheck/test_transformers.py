@@ -101,6 +101,11 @@ ARCHITECTURES: dict[str, Architecture] = {
         router="gate", shared="shared_experts", mla_up="kv_b_proj",
         note="Kimi-K2 names this class (model_type kimi_k2 is remote code on the Hub); the "
              "router's e_score_correction_bias is a buffer, not a parameter"),
+    # No registry model uses these two classes yet; they were checked against GLM-4.7 and
+    # MiniMax-M2.5 configs (shared experts and a first dense layers; q/k norms that span all
+    # heads, which the parameter check compares as they are).
+    "Glm4MoeForCausalLM": Architecture(router="gate", shared="shared_experts"),
+    "MiniMaxM2ForCausalLM": Architecture(router="gate"),
     "GptOssForCausalLM": Architecture(
         router="router",
         note="biases on attention, router and experts and the per-head sinks are left out of "
@@ -261,16 +266,16 @@ def _measured(name: str, run: meta_run.Prefill, layer: int) -> LayerFlops:
 
 
 def _kvroof_layer(spec: ModelSpec, layer: int, t: int, k: int) -> LayerFlops:
-    """kvroof's FLOPs of one layer: its per-token, per-pair and per-position constants
-    (``flop_terms``, whole model) divided by the number of layers they add up."""
+    """kvroof's FLOPs of one layer: its per-token and per-position constants (``flop_terms``,
+    whole model) divided by the number of layers they add up, and its pairs times the FLOPs per
+    pair. One token on an empty cache is one pair in every layer, so kvroof's core for it over
+    the layers is the FLOPs per pair (the same in every layer of these models; a model whose
+    layers differ fails the per-layer comparison)."""
     terms = flop_terms(spec, "expanded")
     layers = spec.num_layers
-    if _sliding(spec, layer):
-        assert spec.sliding_window is not None
-        core = terms.pair_window / spec.num_sliding_layers * attention_pairs(
-            t, k, spec.sliding_window.size)
-    else:
-        core = terms.pair_full / spec.num_full_layers * attention_pairs(t, k)
+    per_pair = prefill_flops(spec, 1, 0, "expanded").attention_core / layers
+    window = spec.sliding_window.size if spec.sliding_window and _sliding(spec, layer) else None
+    core = per_pair * attention_pairs(t, k, window)
     projections = projection_flops_per_token(spec) * t
     mla_up = terms.up / layers * (k + t)
     ffn = spec.ffn
