@@ -102,8 +102,8 @@ ARCHITECTURES: dict[str, Architecture] = {
         note="Kimi-K2 names this class (model_type kimi_k2 is remote code on the Hub); the "
              "router's e_score_correction_bias is a buffer, not a parameter"),
     # No registry model uses these two classes yet; they were checked against GLM-4.7 and
-    # MiniMax-M2.5 configs (shared experts and a first dense layers; q/k norms that span all
-    # heads, which the parameter check compares as they are).
+    # MiniMax-M2.5 configs (GLM: shared experts, leading dense layers; MiniMax: q/k norms that span
+    # all heads, which the parameter check compares as they are).
     "Glm4MoeForCausalLM": Architecture(router="gate", shared="shared_experts"),
     "MiniMaxM2ForCausalLM": Architecture(router="gate"),
     "GptOssForCausalLM": Architecture(
