@@ -34,6 +34,7 @@ def test_import_equals_registry_spec(registry: Registry, path: Path) -> None:
         imported = model_from_hf_config(path, name=path.stem)
     assert imported.architecture() == registry.model(path.stem).architecture()
     config = json.loads(path.read_text())
+    config = config.get("text_config", config)  # a vision-language wrapper's text model
     if "head_dim" not in config and "kv_lora_rank" not in config:
         # Llama-3.1/Llama-2, Mistral-7B, Mixtral and Qwen2.5 configs leave head_dim out; the
         # import says it used the default.
