@@ -22,6 +22,8 @@ class CommandError(Exception):
 def registry_from_args(args: argparse.Namespace) -> Registry:
     """The default registry, or one with the ``--spec-path`` folders added."""
     paths: list[str] = list(getattr(args, "spec_path", []) or [])
+    if any(not path.strip() for path in paths):
+        raise CommandError("--spec-path: expected a folder, got an empty name")
     return Registry(paths) if paths else default_registry()
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 if TYPE_CHECKING:
     from kvroof.analysis.workload.bound import BoundShares
@@ -221,7 +221,8 @@ def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list
             try:
                 tp = int(tp_text)
             except ValueError:
-                raise KvroofError(f"--compare: expected SYSTEM[:TP], got {item!r}") from None
+                raise KvroofError(
+                    f"--compare: expected SYSTEM[:TP], got {short_repr(item)}") from None
         args_for = argparse.Namespace(**{**vars(args), "system": system, "accelerator": None,
                                          "link": None, "tp": tp})
         try:
@@ -295,13 +296,14 @@ def run_stats(args: argparse.Namespace) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> None:
-    from kvroof.analysis.workload.synth import synthesize
+    from kvroof.analysis.workload.synth import MAX_REQUESTS, synthesize
     from kvroof.analysis.workload.table import table_kind, write_table
 
     output = Path(args.output)
-    table_kind(output)  # check the extension before drawing
-    if args.n < 1:
-        raise KvroofError(f"-n: must be a positive number of requests, got {args.n}")
+    table_kind(output, writing=True)  # check the extension before drawing
+    if not 1 <= args.n <= MAX_REQUESTS:
+        raise KvroofError(f"-n: expected a number of requests from 1 to {MAX_REQUESTS:,}, got "
+                          f"{args.n:,}")
     if args.seed < 0:
         raise KvroofError(f"--seed: must not be negative, got {args.seed}")
     if args.max_context < 0 or args.max_context == 1:

@@ -29,21 +29,24 @@ layer (Mistral-7B-v0.1), with a warning; v0.2 and later write ``"sliding_window"
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from kvroof.errors import SpecError
+from kvroof.errors import SpecError, short_repr
 from kvroof.specs.hf_fields import HFConfig as _Config
 from kvroof.specs.hf_layers import GEMMA3, GEMMA4, LLAMA4, QWEN_LINEAR, layer_fields
 from kvroof.specs.loader import validate_spec
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import SpecWarning
+from kvroof.userfiles import load_json_file
 
-__all__ = ["SUPPORTED_ARCHITECTURES", "model_from_hf_config"]
+__all__ = ["MAX_CONFIG_BYTES", "SUPPORTED_ARCHITECTURES", "model_from_hf_config"]
+
+MAX_CONFIG_BYTES: Final = 16 << 20
+"""Largest HF ``config.json`` read (16 MiB; real ones are a few kB)."""
 
 SUPPORTED_ARCHITECTURES: Final = (
     "LlamaForCausalLM",
@@ -98,12 +101,7 @@ def _read(config: Mapping[str, Any] | str | Path) -> tuple[Mapping[str, Any], Pa
     path = Path(config)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SpecError(f"cannot read: {error.strerror or error}", path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SpecError(f"not valid JSON: {error}", path) from None
+    data = load_json_file(path, MAX_CONFIG_BYTES, "HF config files")
     if not isinstance(data, dict):
         raise SpecError("expected a JSON object at the top level", path)
     return data, path
@@ -191,7 +189,8 @@ def _ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
         raise cfg.error("mlp_only_layers", "dense layers between MoE layers are not supported")
     for key in ("decoder_sparse_step", "moe_layer_freq"):
         if cfg.has(key) and cfg.integer(key) != 1:
-            raise cfg.error(key, f"only every-layer MoE is supported, got {cfg.data[key]!r}")
+            raise cfg.error(key, "only every-layer MoE is supported, got "
+                                 f"{short_repr(cfg.data[key])}")
     expert_size = cfg.integer("moe_intermediate_size", "intermediate_size")
     shared = cfg.optional_int("n_shared_experts", cfg.optional_int("num_shared_experts", 0)) or 0
     shared_size = expert_size if shared else 0
@@ -298,7 +297,7 @@ def model_from_hf_config(
     architecture = str(architectures[0])
     if architecture not in SUPPORTED_ARCHITECTURES:
         raise SpecError(
-            f"unsupported architecture {architecture!r} (supported: "
+            f"unsupported architecture {short_repr(architecture)} (supported: "
             f"{', '.join(SUPPORTED_ARCHITECTURES)})",
             path or "<config dict>",
             "architectures",

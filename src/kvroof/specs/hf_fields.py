@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kvroof.errors import SpecError
+from kvroof.errors import SpecError, short_repr
 
 __all__ = ["HFConfig"]
 
@@ -35,7 +35,7 @@ class HFConfig:
             value = self.data.get(name)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise self.error(name, f"expected an integer, got {value!r}")
+                    raise self.error(name, f"expected an integer, got {short_repr(value)}")
                 return value
         names = " or ".join(repr(self.prefix + n) for n in (key, *alternatives))
         raise self.error(key, f"missing field ({names} is needed for {self.architecture})")
@@ -49,5 +49,5 @@ class HFConfig:
         if value is None:
             return None
         if not isinstance(value, list):
-            raise self.error(key, f"expected a list, got {str(value)[:40]!r}")
+            raise self.error(key, f"expected a list, got {short_repr(value)}")
         return value

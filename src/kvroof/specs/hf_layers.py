@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from kvroof.errors import short_repr
 from kvroof.specs.hf_fields import HFConfig
 
 __all__ = ["GEMMA3", "GEMMA4", "LLAMA4", "QWEN_LINEAR", "layer_fields"]
@@ -50,9 +51,9 @@ def _explicit_types(cfg: HFConfig, num_layers: int) -> list[str] | None:
     if len(raw) != num_layers:
         raise cfg.error("layer_types", f"expected a list of {num_layers} layer types, got "
                                        f"{len(raw)}")
-    unknown = sorted({str(t) for t in raw if t not in _TYPES})
-    if unknown:
-        raise cfg.error("layer_types", f"unknown layer type {unknown[0]!r} (known: "
+    unknown = [t for t in raw if not (isinstance(t, str) and t in _TYPES)]
+    if unknown:  # (a list: the values may be anything, unhashable too)
+        raise cfg.error("layer_types", f"unknown layer type {short_repr(unknown[0])} (known: "
                                        f"{', '.join(_TYPES)})")
     return [_TYPES[t] for t in raw]
 
@@ -115,7 +116,7 @@ def _linear_kind(cfg: HFConfig, model_dtype: str) -> dict[str, Any]:
     raw = cfg.data.get("mamba_ssm_dtype")
     state = "fp32" if raw is None else _DTYPES.get(str(raw))
     if state is None:
-        raise cfg.error("mamba_ssm_dtype", f"unsupported dtype {str(raw)[:40]!r}")
+        raise cfg.error("mamba_ssm_dtype", f"unsupported dtype {short_repr(raw)}")
     return {"kind": "linear", "variant": "gated-deltanet",
             "num_key_heads": cfg.integer("linear_num_key_heads"),
             "num_value_heads": cfg.integer("linear_num_value_heads"),

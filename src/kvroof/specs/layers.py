@@ -40,7 +40,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from kvroof.specs.attention import Attention
-from kvroof.specs.base import KvDtype, PositiveInt, SpecModel
+from kvroof.specs.base import MAX_COUNT, KvDtype, PositiveInt, SpecModel
 
 __all__ = [
     "ATTENTION_KINDS",
@@ -56,7 +56,7 @@ __all__ = [
     "SparseLayer",
 ]
 
-NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
 
 
 class _Layer(SpecModel):

@@ -1,7 +1,9 @@
-"""Synthetic workloads against the published statistics (../shared/docs/paper-notes.md,
-Workloads) and against the model's own closed-form quantiles (kvroof.analysis.workload.synth
-docstring). n = 200,000: the sampling error of a median is ~0.3% in ln kappa (sigma
-1.1-2.6 / sqrt(n) x 1.25), far inside the 5% tolerances."""
+"""Synthetic workloads against the published statistics (Meng, Lee, Wang, "Understanding
+Bottlenecks for Efficiently Serving LLM Inference With KV Offloading", arXiv 2601.19910,
+arxiv.org/abs/2601.19910, workload characterization; section number not verified) and against
+the model's own closed-form quantiles (kvroof.analysis.workload.synth docstring). n = 200,000:
+the sampling error of a median is ~0.3% in ln kappa (sigma 1.1-2.6 / sqrt(n) x 1.25), far inside
+the 5% tolerances."""
 
 from __future__ import annotations
 

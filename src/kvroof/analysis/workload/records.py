@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 __all__ = [
     "UNKNOWN_OUTPUT",
@@ -113,9 +113,10 @@ class Workload:
         lengths = {key: len(value) for key, value in columns.items()}
         if len(set(lengths.values())) > 1:
             detail = ", ".join(f"{key} {n}" for key, n in lengths.items())
-            raise KvroofError(f"workload {self.name!r}: columns differ in length ({detail})")
+            raise KvroofError(
+                f"workload {short_repr(self.name)}: columns differ in length ({detail})")
         if self.skipped < 0:
-            raise KvroofError(f"workload {self.name!r}: skipped must be >= 0")
+            raise KvroofError(f"workload {short_repr(self.name)}: skipped must be >= 0")
         for key, value in columns.items():
             object.__setattr__(self, key, value)
 

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.analysis.workload.records import FloatArray, Workload
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 __all__ = ["PERCENTILES", "Distribution", "WorkloadStats", "describe", "percentiles", "summarize"]
 
@@ -126,7 +126,7 @@ class WorkloadStats:
 def describe(workload: Workload) -> WorkloadStats:
     """Percentiles, IQR and means of T, K and kappa_ratio (and of known output lengths)."""
     if len(workload) == 0:
-        raise KvroofError(f"workload {workload.name!r} has no requests")
+        raise KvroofError(f"workload {short_repr(workload.name)} has no requests")
     known = workload.output_known
     n_known = int(np.count_nonzero(known))
     return WorkloadStats(
