@@ -37,8 +37,10 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
+from kvroof.errors import short_repr
 from kvroof.specs.attention import Attention
 from kvroof.specs.base import MAX_COUNT, KvDtype, PositiveInt, SpecModel
 
@@ -183,17 +185,23 @@ class Layers(SpecModel):
     kinds: dict[str, LayerKind] = Field(default_factory=dict)
     pattern: Annotated[tuple[str | Repeat, ...], Field(min_length=1)]
 
-    @model_validator(mode="after")
-    def _check_names(self) -> Layers:
-        known = set(self.kinds) | {"full"}
-        for index, item in enumerate(self.pattern):
+    @field_validator("pattern")
+    @classmethod
+    def _check_names(cls, pattern: tuple[str | Repeat, ...],
+                     info: ValidationInfo) -> tuple[str | Repeat, ...]:
+        if "kinds" not in info.data:
+            return pattern  # the kinds failed validation: that error is the one to report
+        known = set(info.data["kinds"]) | {"full"}
+        for index, item in enumerate(pattern):
             names = item.repeat if isinstance(item, Repeat) else (item,)
             for name in names:
                 if name not in known:
-                    raise ValueError(
-                        f"pattern[{index}]: unknown layer kind {name!r} (defined: "
-                        f"{', '.join(sorted(known))})")
-        return self
+                    raise ValidationError.from_exception_data("pattern", [InitErrorDetails(
+                        type=PydanticCustomError(
+                            "value_error", "unknown layer kind {name} (defined: {known})",
+                            {"name": short_repr(name), "known": ", ".join(sorted(known))}),
+                        loc=(index,), input=name)])
+        return pattern
 
     def expanded(self) -> tuple[str, ...]:
         """The kind name of every layer, in order."""

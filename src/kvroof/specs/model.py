@@ -16,7 +16,6 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import (
     BeforeValidator,
     Field,
-    PrivateAttr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -214,9 +213,9 @@ class PerLayerInput(SpecModel):
 def _pattern_error(message: str, field: str, value: object) -> ValidationError:
     """A validation error located at ``layers.<field>`` (raised from the ``layers`` validator,
     pydantic prefixes ``layers``)."""
+    loc = tuple(int(part) if part.isdigit() else part for part in field.split("."))
     return ValidationError.from_exception_data("layers", [InitErrorDetails(
-        type=PydanticCustomError("value_error", message),
-        loc=tuple(field.split(".")), input=value)])
+        type=PydanticCustomError("value_error", message), loc=loc, input=value)])
 
 
 class ModelSpec(SourcedSpec):
@@ -236,7 +235,6 @@ class ModelSpec(SourcedSpec):
     max_context: PositiveInt | None = None
     weights: WeightFormat = WeightFormat()
     published: PublishedParams | None = None
-    _layer_kinds: tuple[tuple[str, LayerKind], ...] = PrivateAttr(default=())
 
     @field_validator("layers")
     @classmethod
@@ -244,11 +242,24 @@ class ModelSpec(SourcedSpec):
         num_layers = info.data.get("num_layers")
         if layers is None or num_layers is None:
             return layers
+        if info.data.get("sliding_window") is not None:
+            raise ValueError("give sliding_window or layers, not both (a sliding kind in "
+                             "layers replaces sliding_window)")
         names = layers.expanded()
         if len(names) != num_layers:
             raise _pattern_error(f"covers {len(names)} layers, but num_layers is {num_layers}",
                                  "pattern", list(layers.pattern))
+        attention = info.data.get("attention")
+        ffn = info.data.get("ffn")
         for name, kind in layers.kinds.items():
+            if isinstance(kind, SparseLayer) and not isinstance(attention, MLAAttention):
+                raise _pattern_error("a sparse layer attends through the model's MLA "
+                                     "attention, but attention is not mla", f"kinds.{name}",
+                                     name)
+            if kind.ffn_intermediate_size is not None and isinstance(ffn, MoEFFN):
+                raise _pattern_error("sets a dense FFN width, but the model's FFN is moe",
+                                     f"kinds.{name}.ffn_intermediate_size",
+                                     kind.ffn_intermediate_size)
             if not isinstance(kind, SharedLayer):
                 continue
             if kind.source >= num_layers:
@@ -270,19 +281,6 @@ class ModelSpec(SourcedSpec):
                 f"ffn.first_k_dense ({ffn.first_k_dense}) exceeds num_layers "
                 f"({self.num_layers})"
             )
-        self._layer_kinds = self._resolve_layer_kinds()
-        if self.layers is None:
-            return self
-        if self.sliding_window is not None:
-            raise ValueError("give sliding_window or layers, not both (a sliding kind in "
-                             "layers replaces sliding_window)")
-        for name, kind in self.layers.kinds.items():
-            if isinstance(kind, SparseLayer) and not isinstance(self.attention, MLAAttention):
-                raise ValueError(f"layers.kinds.{name}: a sparse layer attends through the "
-                                 "model's MLA attention, but attention is not mla")
-            if kind.ffn_intermediate_size is not None and isinstance(ffn, MoEFFN):
-                raise ValueError(f"layers.kinds.{name}.ffn_intermediate_size: sets a dense "
-                                 "FFN width, but the model's FFN is moe")
         return self
 
     @property
@@ -296,8 +294,9 @@ class ModelSpec(SourcedSpec):
     @property
     def layer_kinds(self) -> tuple[tuple[str, LayerKind], ...]:
         """``(kind name, kind)`` of every layer, in order (``full`` and ``sliding`` from
-        ``sliding_window`` when no ``layers`` are given)."""
-        return self._layer_kinds
+        ``sliding_window`` when no ``layers`` are given). Computed when read (a copy made with
+        ``model_copy(update=...)`` is not validated again, so nothing is cached)."""
+        return self._resolve_layer_kinds()
 
     def _resolve_layer_kinds(self) -> tuple[tuple[str, LayerKind], ...]:
         if self.layers is not None:
