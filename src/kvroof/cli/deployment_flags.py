@@ -19,6 +19,7 @@ from kvroof.cost.deployment import (
 )
 from kvroof.cost.flops import MLA_MODES
 from kvroof.cost.host_memory import LOCALITIES
+from kvroof.cost.kv_terms import LOCAL_KV
 from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.units import Kind, UnitError, parse_quantity
@@ -95,6 +96,15 @@ def add_deployment_flags(
                       help="how an MLA latent reaches the TP ranks: every rank loads it (vLLM, "
                            "SGLang), rank 0 loads and broadcasts (LMCache), or each loads a "
                            "shard and all-gathers (default every-rank)")
+    tune.add_argument("--local-kv", default="held", choices=LOCAL_KV,
+                      help="what sliding-window and chunked layers keep and load: held (the "
+                           "last W tokens, or the current chunk, as vLLM's hybrid KV cache "
+                           "manager keeps them) or all (every cached token, as an engine that "
+                           "allocates every layer like a full-attention one) (default held)")
+    tune.add_argument("--sparse-load", default="all", metavar="all|SHARE",
+                      help="what a DeepSeek Sparse Attention layer loads: all (today's engines) "
+                           "or the share of its cached latents the indexer selects, in (0, 1] "
+                           "(a what-if; the indexer keys are loaded whole) (default all)")
     tune.add_argument("--write-back", action=argparse.BooleanOptionalAction, default=True,
                       help="save the new tokens' KV to host memory in the same step, sharing "
                            "the link (default on)")
@@ -134,6 +144,16 @@ def _tiers(values: list[str]) -> dict[str, float]:
     return tiers
 
 
+def _sparse_load(text: str) -> str | float:
+    if text == "all":
+        return "all"
+    try:
+        return float(text)
+    except ValueError:
+        raise KvroofError(f"--sparse-load: expected all or a share in (0, 1], got "
+                          f"{short_repr(text)}") from None
+
+
 def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The cost-model settings the flags give (everything but model and hardware)."""
     if args.block_tokens < 0:
@@ -159,6 +179,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "allreduce": args.allreduce,
         "mla_tp_load": args.mla_tp_load,
         "write_back": args.write_back,
+        "local_kv": args.local_kv,
+        "sparse_load": _sparse_load(args.sparse_load),
         "iteration_tokens": args.iteration_tokens,
         "memory_utilization": args.memory_utilization,
         "kv_reserve_tokens": args.kv_reserve_tokens,
@@ -178,7 +200,8 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "host_memory_locality": "--host-memory-locality", "mla_tp_load": "--mla-tp-load",
                "iteration_tokens": "--iteration-tokens",
                "memory_utilization": "--memory-utilization",
-               "kv_reserve_tokens": "--kv-reserve-tokens"}
+               "kv_reserve_tokens": "--kv-reserve-tokens", "local_kv": "--local-kv",
+               "sparse_load": "--sparse-load"}
 
 
 def flag_error(error: KvroofError) -> KvroofError:
