@@ -48,6 +48,7 @@ __all__ = [
     "FlopTerms",
     "MlaMode",
     "PrefillFlops",
+    "attention_flops_by_kind",
     "attention_pairs",
     "capped_pairs",
     "capped_positions",
@@ -311,6 +312,29 @@ def decode_flops_sum(terms: FlopTerms, count: Any, context_sum: Any,
     if terms.up:
         flops = flops + terms.up * (context_sum + count)
     return flops
+
+
+def attention_flops_by_kind(model: ModelSpec, new_tokens: ArrayLike,
+                            cached_tokens: ArrayLike = 0,
+                            mla_mode: MlaMode = "expanded") -> dict[str, Any]:
+    """The FLOPs of a prefill that depend on the context, by layer kind (whole model;
+    broadcasts): each kind's (query, key) pairs at its FLOPs per pair, a sparse layer's indexer
+    scores and an MLA expanded layer's up-projection of the ``K + T`` positions. Per-token work
+    (projections, FFN, linear layers' cores) is left out."""
+    _check_mla_mode(mla_mode)
+    t = token_count("new_tokens", new_tokens)
+    k = token_count("cached_tokens", cached_tokens)
+    full = t * k + t * (t + 1.0) / 2.0
+    by_kind: dict[str, Any] = {}
+    for group in layer_groups(model, mla_mode):
+        if group.kind == "linear":
+            continue
+        pairs = full if group.rule == "full" else capped_pairs(group.rule, group.span, t, k)
+        value = group.count * (group.per_pair * pairs + group.index_pair * full
+                               + group.up * np.where(t > 0, k + t, 0.0))
+        by_kind[group.kind] = by_kind.get(group.kind, 0.0) + value
+    return {kind: scalar_or_array(np.asarray(value, dtype=np.float64))
+            for kind, value in by_kind.items()}
 
 
 def prefill_flops(

@@ -30,6 +30,7 @@ __all__ = [
     "KvGroup",
     "kv_breakdown",
     "kv_bytes",
+    "kv_bytes_by_kind",
     "kv_bytes_per_token",
     "kv_bytes_per_token_per_layer",
     "kv_elements_per_layer",
@@ -85,19 +86,36 @@ def state_bytes(model: ModelSpec) -> float:
     return sum(g.count * g.state_bytes for g in kv_breakdown(model))
 
 
+def kv_bytes_by_kind(model: ModelSpec, cached_tokens: ArrayLike, kv_dtype: str = "bf16",
+                     local_kv: str = "held", sparse_share: float = 1.0) -> dict[str, Any]:
+    """Bytes a load of ``cached_tokens`` tokens moves, by layer kind (whole model; broadcasts):
+    what each kind holds (module docstring), every token of the windowed and chunked layers
+    with ``local_kv`` all, and a selected share of a sparse layer's latents (its indexer keys
+    whole) with ``sparse_share`` below 1."""
+    k = token_count("cached_tokens", cached_tokens)
+    by_kind: dict[str, Any] = {}
+    for g in layer_groups(model):
+        per_layer = g.count * g.kv_bytes_per_position(kv_dtype)
+        if g.kind == "sparse" and sparse_share < 1.0:
+            per_layer = g.count * (g.extra_bytes + sparse_share * g.kv_elements
+                                   * dtype_bytes(kv_dtype))
+        holds = "all" if (g.holds in ("window", "chunk") and local_kv == "all") else g.holds
+        value: Any = np.zeros_like(k)
+        if holds == "all":
+            value = per_layer * k
+        elif holds == "window":
+            value = per_layer * np.minimum(k, g.span)
+        elif holds == "chunk":
+            value = per_layer * np.mod(k, g.span)
+        if g.state_bytes:
+            value = value + np.where(k > 0, g.count * g.state_bytes, 0.0)
+        by_kind[g.kind] = by_kind.get(g.kind, 0.0) + value
+    return {kind: scalar_or_array(np.asarray(value, dtype=np.float64))
+            for kind, value in by_kind.items()}
+
+
 def kv_bytes(model: ModelSpec, cached_tokens: ArrayLike, kv_dtype: str = "bf16") -> Any:
     """Bytes of KV cache (and fixed state) for ``cached_tokens`` tokens of one request
     (broadcasts over arrays); layers keep what their kind holds (module docstring)."""
-    k = token_count("cached_tokens", cached_tokens)
-    total: Any = np.zeros_like(k)
-    for g in kv_breakdown(model, kv_dtype):
-        per_layer = g.count * g.bytes_per_position
-        if g.holds == "all":
-            total = total + per_layer * k
-        elif g.holds == "window":
-            total = total + per_layer * np.minimum(k, g.span)
-        elif g.holds == "chunk":
-            total = total + per_layer * np.mod(k, g.span)
-        if g.state_bytes:
-            total = total + np.where(k > 0, g.count * g.state_bytes, 0.0)
-    return scalar_or_array(total)
+    parts = kv_bytes_by_kind(model, cached_tokens, kv_dtype)
+    return scalar_or_array(np.asarray(sum(parts.values()), dtype=np.float64))
