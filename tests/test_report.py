@@ -330,3 +330,15 @@ def test_family_table_cells_are_the_librarys(report_dir: Path) -> None:
     mla = next(line for line in text.splitlines() if line.startswith("| full attention, MLA"))
     assert mla.count("does not fit") == 3
     assert "kappa_crit 0" in text  # the linear hybrid's fixed state, in a busy iteration
+
+
+def test_plot_families_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_file = tmp_path / "f.png"
+    code, _, err = run(capsys, "plot", "families", "--model", "gemma-3-27b", "--model",
+                         "qwen3-next-80b-a3b", "--system", "dgx-h100", "--tp", "8",
+                         "--other-system", "gh200", "-o", str(out_file))
+    assert code == 0, err
+    assert out_file.stat().st_size > 1000
+    code, _, err = run(capsys, "plot", "families", "--system", "dgx-h100", "--other-system",
+                       "nope", "-o", str(out_file))
+    assert code == 2 and "--other-system: unknown system" in err
