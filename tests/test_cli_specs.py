@@ -104,3 +104,16 @@ def test_show_model_layer_groups(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "show", "model", "gemma-4-e2b")
     assert code == 0
     assert "layer group shared_full (derived)" in out and "reuses the KV of layer 14" in out
+
+
+def test_list_and_show_engines(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "engines"]) == 0
+    out = capsys.readouterr().out
+    for name in ("vllm-0.11-offload", "vllm-0.12-offload", "lmcache-0.3", "sglang-hicache",
+                 "tensorrt-llm"):
+        assert name in out
+    assert main(["show", "engine", "vllm-0.12", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["name"] == "vllm-0.12-offload"
+    assert data["copy_layout"] == "per-block" and data["block_tokens"] == 16
+    assert "link_share" in data["sources"]

@@ -235,4 +235,19 @@ def test_families_figure_curves_are_the_librarys() -> None:
     k, shown = ratio.get_data()  # type: ignore[attr-defined]
     np.testing.assert_allclose(shown, np.asarray(transfer_time(deps[2], k, 128))
                                / np.asarray(compute_time(deps[2], 128, k)))
+
+
+def test_validation_points_sit_at_measured_and_predicted() -> None:
+    from kvroof.plot import validation_figure
+    from kvroof.validation.run import validate
+
+    result = validate(registry=REG)
+    fig = validation_figure(result)
+    assert by_gid(fig, "y=x") and by_gid(fig, "band:2x")
+    for item in result.results:
+        (point,) = by_gid(fig, f"case:{item.case.id}")
+        scale = 1e-9 if item.case.quantity == "link_bandwidth" else 1.0
+        x, y = point.get_offsets()[0]  # type: ignore[attr-defined]
+        assert x == pytest.approx(item.case.measured * scale)
+        assert y == pytest.approx((item.after.value or 0.0) * scale)
     labels_have_units(fig)
