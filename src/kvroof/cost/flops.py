@@ -33,7 +33,7 @@ every token and leaves the attention core out; :func:`prefill_flops` counts what
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import numpy as np
@@ -220,17 +220,16 @@ class FlopTerms:
     index_pairs: float
     caps: tuple[Cap, ...]
     lm_head: float
+    per_token: float = field(init=False)
+    """FLOPs that every new token costs whatever the context."""
+    full_pairs: float = field(init=False)
+    """FLOPs per pair over every layer that sees every earlier position (indexers too)."""
 
-    @property
-    def per_token(self) -> float:
-        """FLOPs that every new token costs whatever the context."""
-        return (self.projections + self.linear + self.index_tokens + self.per_layer_input
-                + self.dense + self.routed + self.shared + self.router + self.absorbed)
-
-    @property
-    def full_pairs(self) -> float:
-        """FLOPs per pair over every layer that sees every earlier position (indexers too)."""
-        return self.pair_full + self.index_pairs
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "per_token", self.projections + self.linear
+                           + self.index_tokens + self.per_layer_input + self.dense + self.routed
+                           + self.shared + self.router + self.absorbed)
+        object.__setattr__(self, "full_pairs", self.pair_full + self.index_pairs)
 
 
 def flop_terms(model: ModelSpec, mla_mode: MlaMode = "expanded", *, decode: bool = False,

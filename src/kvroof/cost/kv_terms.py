@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -41,6 +41,11 @@ class KvTerms:
     windows: tuple[tuple[float, float], ...] = ()
     chunks: tuple[tuple[float, float], ...] = ()
     fixed: float = 0.0
+    plain: bool = field(init=False, repr=False, compare=False)
+    """Only ``per_token`` (the common case: one multiplication)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain", not (self.windows or self.chunks or self.fixed))
 
     @property
     def affine(self) -> bool:
@@ -50,6 +55,8 @@ class KvTerms:
 
 def evaluate(terms: KvTerms, positions: Any) -> Any:
     """The quantity for ``positions`` (a float or a broadcasting array)."""
+    if terms.plain:
+        return terms.per_token * positions
     total = terms.per_token * positions
     for window, coefficient in terms.windows:
         total = total + coefficient * minimum(positions, window)

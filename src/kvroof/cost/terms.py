@@ -15,7 +15,7 @@ come from the modules that define them: FLOPs from :mod:`kvroof.cost.flops`, KV 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -48,6 +48,11 @@ class ReadTerms:
     chunks: tuple[tuple[float, float], ...]
     caps: tuple[tuple[float, float], ...]
     fixed: float
+    plain: bool = field(init=False, repr=False, compare=False)
+    """Only ``per_token`` (the common case)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain", self.affine and not self.fixed)
 
     @property
     def affine(self) -> bool:
@@ -76,6 +81,8 @@ class CostTerms:
     save_copies: KvTerms
     affine: bool
     """Every KV term is affine in the positions (no windows, chunks or top-k caps)."""
+    plain: bool
+    """Loads, saves and copies are per-token terms only (no window, chunk or fixed part)."""
     rank_share: float
     """Share of the model ``attention``'s KV one rank holds (GQA ``max(1/TP, 1/kv_heads)``,
     MLA 1)."""
@@ -172,12 +179,15 @@ def kv_terms(dep: Deployment) -> dict[str, Any]:
     load_terms = combine(load, load_fixed)
     read = ReadTerms(read_all, tuple(windows.items()), tuple(chunks.items()), tuple(caps.items()),
                      hold_fixed)
+    save_terms = combine(save, load_fixed)
+    copies = copy_terms(groups, block, layout, dep.local_kv, share)
+    save_copies = copy_terms(groups, block, layout, dep.local_kv)
     return {
-        "hold": hold_terms, "load": load_terms, "save": combine(save, load_fixed),
+        "hold": hold_terms, "load": load_terms, "save": save_terms,
         "read": read, "latent": combine(latent),
-        "copies": copy_terms(groups, block, layout, dep.local_kv, share),
-        "save_copies": copy_terms(groups, block, layout, dep.local_kv),
+        "copies": copies, "save_copies": save_copies,
         "affine": hold_terms.affine and load_terms.affine and read.affine,
+        "plain": all(terms.plain for terms in (load_terms, save_terms, copies, save_copies)),
     }
 
 
@@ -254,6 +264,8 @@ def kv_read(terms: CostTerms, k: Any, t: Any) -> Any:
     """KV bytes one rank reads from HBM for a prefill of ``t`` tokens on ``k`` cached ones
     (:class:`ReadTerms`; nothing when ``t`` is 0)."""
     read = terms.read
+    if read.plain:
+        return when_positive(t, read.per_token * (k + t))
     positions = k + t
     total = read.per_token * positions
     if not read.affine:
@@ -366,12 +378,19 @@ def transfer_parts(terms: CostTerms, k: Any, t: Any, *, all_paths: bool = False)
     KV (no tiers: :mod:`kvroof.cost.transfer` adds their paths). Paths that cannot bind (the
     both-ways path of a full-duplex link, an unbounded DRAM share, saves without write-back)
     are left out unless ``all_paths``."""
-    load = evaluate(terms.load, k)
-    copies = evaluate(terms.copies, k)
     save: Any = 0.0
-    if terms.write_back:
-        save = evaluate(terms.save, t)
-        copies = copies + evaluate(terms.save_copies, t)
+    if terms.plain:  # every term one multiplication (no window, chunk or fixed part)
+        load = terms.load.per_token * k
+        copies = terms.copies.per_token * k
+        if terms.write_back:
+            save = terms.save.per_token * t
+            copies = copies + terms.save_copies.per_token * t
+    else:
+        load = evaluate(terms.load, k)
+        copies = evaluate(terms.copies, k)
+        if terms.write_back:
+            save = evaluate(terms.save, t)
+            copies = copies + evaluate(terms.save_copies, t)
     paths = [load / terms.h2d]
     names = ["host-to-device"]
     if terms.write_back or all_paths:

@@ -35,8 +35,8 @@ def families_figure(
     placement, ``None`` where it does not fit); transfer time over compute time against K at
     ``new_tokens`` (above 1: transfer-bound); and, per layer kind, the load bytes and attention
     FLOPs (at ``new_tokens``) per cached token of a ``cached_tokens`` prefix (whole model)."""
-    t = np.geomspace(*t_range, 32)
-    k = np.geomspace(*k_range, 160)
+    t = np.geomspace(*t_range, 24)
+    k = np.geomspace(*k_range, 120)
     with style():
         fig, axes = new_figure(ncols=2, nrows=2, width=6.2, height=4.3)
         ax_t, ax_k, ax_b, ax_f = axes
