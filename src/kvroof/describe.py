@@ -170,7 +170,10 @@ def layer_group_rows(spec: ModelSpec, kv_dtype: str = "bf16") -> list[dict[str, 
 
 def layer_mix(spec: ModelSpec) -> str:
     """The layer kinds and their counts, e.g. ``36 linear + 12 full``."""
-    return " + ".join(f"{group.count} {group.kind}" for group in layer_groups(spec))
+    counts: dict[str, int] = {}
+    for group in layer_groups(spec):
+        counts[group.kind] = counts.get(group.kind, 0) + group.count
+    return " + ".join(f"{count} {kind}" for kind, count in counts.items())
 
 
 def spec_summary(spec: Spec) -> str:
