@@ -383,17 +383,21 @@ def _last_compute_bound(a: Any, b: Any, c: Any, s: Any, k: Any, chunk: float) ->
 
 def _chunk_tail(dep: Deployment, t: FloatArray, chunk: float, k0: FloatArray) -> FloatArray:
     """The last integer ``K >= k0`` at which prefill is compute-bound, over every residue of
-    ``chunk`` (-inf when none; inf when some residue never turns transfer-bound)."""
+    ``chunk`` (-inf when none; inf when some residue never turns transfer-bound). Residues are
+    taken a batch at a time, so a grid of T holds a batch of them at once, not all."""
     count = int(chunk) if chunk <= _DENSE_CHUNK else _DENSE_CHUNK
     residues = np.unique(np.floor(np.linspace(0.0, chunk, count, endpoint=False)))
-    r = residues.reshape((-1,) + (1,) * t.ndim)
     base = math.floor(_far(k0) / chunk) * chunk
-    a, b, c, s = _pieces(dep, t, base + r, 2 * base + r)
-    k_inf = crossover_of_pieces(a, b, c, s)
-    never = np.any(np.isinf(k_inf), axis=0)
-    last = _last_compute_bound(a, b, c, s, r + 0.0 * t, chunk)
-    last = np.where(last >= k0, last, -np.inf)
-    result: FloatArray = np.where(never, np.inf, np.max(last, axis=0))
+    batch = max(1, (1 << 20) // max(1, t.size))
+    never: Any = False
+    last: Any = -np.inf
+    for start in range(0, residues.size, batch):
+        r = residues[start:start + batch].reshape((-1,) + (1,) * t.ndim)
+        a, b, c, s = _pieces(dep, t, base + r, 2 * base + r)
+        never = np.logical_or(never, np.any(np.isinf(crossover_of_pieces(a, b, c, s)), axis=0))
+        found = _last_compute_bound(a, b, c, s, r + 0.0 * t, chunk)
+        last = np.maximum(last, np.max(np.where(found >= k0, found, -np.inf), axis=0))
+    result: FloatArray = np.where(never, np.inf, last)
     return result
 
 
