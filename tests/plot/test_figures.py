@@ -216,6 +216,27 @@ def test_overhead_sorts_its_axes() -> None:
     assert labels == [t.get_text() for t in b.axes[0].get_xticklabels()] == ["1K", "8K", "64K"]
 
 
+def test_families_figure_curves_are_the_librarys() -> None:
+    from kvroof.analysis.families import FAMILIES
+    from kvroof.cost.timing import compute_time
+    from kvroof.cost.transfer import transfer_time
+    from kvroof.plot import families_figure
+
+    families = FAMILIES[2:5]  # sliding, chunked, linear
+    deps = [deployment(f.model, system="dgx-h100", tp=8, registry=REG) for f in families]
+    gemma = deployment(families[0].model, system="gh200", registry=REG)
+    fig = families_figure(families, deps, [gemma, None, None], new_tokens=128)
+    kappa_lines = by_gid(fig, "kappa:")
+    assert len(kappa_lines) == 4  # three on dgx-h100, Gemma 3 also on one GH200
+    line = next(a for a in kappa_lines if "llama-4" in a.get_gid())  # type: ignore[attr-defined]
+    t, values = line.get_data()  # type: ignore[attr-defined]
+    np.testing.assert_allclose(values, kappa_crit(deps[1], t).kappa_crit)
+    ratio = next(a for a in by_gid(fig, "ratio:") if "qwen3-next" in a.get_gid())  # type: ignore[attr-defined]
+    k, shown = ratio.get_data()  # type: ignore[attr-defined]
+    np.testing.assert_allclose(shown, np.asarray(transfer_time(deps[2], k, 128))
+                               / np.asarray(compute_time(deps[2], 128, k)))
+
+
 def test_validation_points_sit_at_measured_and_predicted() -> None:
     from kvroof.plot import validation_figure
     from kvroof.validation.run import validate

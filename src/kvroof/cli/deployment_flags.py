@@ -18,6 +18,7 @@ from kvroof.cost.deployment import (
 )
 from kvroof.cost.flops import MLA_MODES
 from kvroof.cost.host_memory import LOCALITIES
+from kvroof.cost.kv_terms import LOCAL_KV
 from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.units import Kind, UnitError, parse_quantity
@@ -108,6 +109,15 @@ def add_deployment_flags(
                       help="how an MLA latent reaches the TP ranks: every rank loads it (vLLM, "
                            "SGLang), rank 0 loads and broadcasts (LMCache), or each loads a "
                            "shard and all-gathers (default every-rank)")
+    tune.add_argument("--local-kv", default="held", choices=LOCAL_KV,
+                      help="what sliding-window and chunked layers keep and load: held (the "
+                           "last W tokens, or the current chunk, as vLLM's hybrid KV cache "
+                           "manager keeps them) or all (every cached token, as an engine that "
+                           "allocates every layer like a full-attention one) (default held)")
+    tune.add_argument("--sparse-load", default="all", metavar="all|SHARE",
+                      help="what a DeepSeek Sparse Attention layer loads: all (today's engines) "
+                           "or the share of its cached latents the indexer selects, in (0, 1] "
+                           "(a what-if; the indexer keys are loaded whole) (default all)")
     tune.add_argument("--write-back", action=argparse.BooleanOptionalAction, default=None,
                       help="save the new tokens' KV to host memory in the same step, sharing "
                            "the link (default on, or the engine's)")
@@ -145,6 +155,16 @@ def _tiers(values: list[str]) -> dict[str, float]:
         if not sep or not name:
             raise KvroofError(f"--tier: expected NAME=FRACTION, got {short_repr(value)}")
     return tiers
+
+
+def _sparse_load(text: str) -> str | float:
+    if text == "all":
+        return "all"
+    try:
+        return float(text)
+    except ValueError:
+        raise KvroofError(f"--sparse-load: expected all or a share in (0, 1], got "
+                          f"{short_repr(text)}") from None
 
 
 def _granularity(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -198,6 +218,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "allreduce": args.allreduce,
         "mla_tp_load": args.mla_tp_load,
         "write_back": args.write_back,
+        "local_kv": args.local_kv,
+        "sparse_load": _sparse_load(args.sparse_load),
         "iteration_tokens": args.iteration_tokens,
         "memory_utilization": args.memory_utilization,
         "kv_reserve_tokens": args.kv_reserve_tokens,
@@ -227,7 +249,8 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "kv_reserve_tokens": "--kv-reserve-tokens",
                "reuse_block_tokens": "--reuse-block-tokens",
                "request_overhead": "--request-overhead", "block_tokens": "--block-tokens",
-               "layout": "--copy-layout"}
+               "layout": "--copy-layout", "local_kv": "--local-kv",
+               "sparse_load": "--sparse-load"}
 
 
 def flag_error(error: KvroofError) -> KvroofError:

@@ -22,7 +22,8 @@ from kvroof.errors import KvroofError, short_repr
 
 __all__ = ["register"]
 
-KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown", "validation")
+KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown",
+         "families", "validation")
 
 
 def _items(flag: str, text: str, what: str) -> list[str]:
@@ -103,6 +104,14 @@ def register(commands: Any) -> None:
     what_if = figure_parser("what-if", "kappa_crit against link bandwidth and KV format")
     what_if.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
 
+    families = figure_parser("families", "kappa_crit by attention family, against T and K, "
+                                         "with bytes and FLOPs per cached token by layer kind")
+    families.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+    families.add_argument("--cached-tokens", type=float, default=32_000.0, metavar="K",
+                          help="the prefix whose bytes and FLOPs the bars split (default 32000)")
+    families.add_argument("--other-system", default=None, metavar="SYSTEM",
+                          help="a second placement drawn dashed (TP 1), e.g. gh200")
+
     validation = kinds.add_parser(
         "validation", help="predicted against measured for every validation case")
     validation.add_argument("--mode", choices=("before", "after", "held_out"), default="after",
@@ -136,6 +145,35 @@ def _output(args: argparse.Namespace) -> Path:
     if not path.parent.is_dir():
         raise CommandError(f"-o: {path}: folder {path.parent} does not exist")
     return path
+
+
+def _families(args: argparse.Namespace) -> Any:
+    """One model per family (default: the report's); the names are the families' where the
+    model stands for one, else its layer mix."""
+    from kvroof import plot
+    from kvroof.analysis.families import FAMILIES, Family
+    from kvroof.cost.deployment import deployment
+    from kvroof.cost.memory_fit import fit_problem
+    from kvroof.describe import layer_mix
+
+    names = {f.model: f.name for f in FAMILIES}
+    deps = [deployment_from_args(args, model)
+            for model in _models(args, [f.model for f in FAMILIES])]
+    families = [Family(names.get(d.model.name, layer_mix(d.model)), d.model.name) for d in deps]
+    others: list[Deployment | None] = []
+    for dep in deps:
+        other = None
+        if args.other_system is not None:
+            try:
+                other = deployment(dep.model, system=args.other_system,
+                                   registry=registry_from_args(args),
+                                   **(settings_from_args(args) | {"tp": 1}))
+            except KvroofError as error:
+                raise KvroofError(f"--other-system: {error}") from None
+            other = None if fit_problem(other) else other
+        others.append(other)
+    shown: list[Deployment | None] = [None if fit_problem(d) else d for d in deps]
+    return plot.families_figure(families, shown, others, args.new_tokens, args.cached_tokens)
 
 
 def _draw(args: argparse.Namespace) -> Any:
@@ -211,6 +249,8 @@ def _draw(args: argparse.Namespace) -> Any:
             return plot.what_if_figure(deps, args.new_tokens, registry=registry_from_args(args))
         except KvroofError as error:
             raise flag_error(error) from None
+    if args.figure == "families":
+        return _families(args)
     tps = _int_list("--tps", args.tps)
     try:
         return plot.ttft_breakdown_figure(_deployments(args)[0], args.new_tokens,
