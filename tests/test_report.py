@@ -263,10 +263,10 @@ def test_cli_plot_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     from kvroof.plot import offload_roofline_figure
 
     fig = offload_roofline_figure(["qwen3-235b-a22b"], ["paper-testbed"], registry=REG,
-                                  bandwidth_source="sustained")
+                                  bandwidth_source="sustained", tp=8)  # TP 1 does not fit
     (line,) = [a for a in fig.findobj() if a.get_gid() == "kappa-crit:paper-testbed-8x-h100"]
     dep = deployment("qwen3-235b-a22b", system="paper-testbed", registry=REG,
-                     bandwidth_source="sustained")
+                     bandwidth_source="sustained", tp=8)
     assert line.get_xdata()[0] == pytest.approx(float(kappa_crit(dep, 128).kappa_crit))  # type: ignore[attr-defined]
     code, _, err = run(capsys, "plot", "roofline", "--system", "paper-testbed", "--model",
                        "qwen3-235b-a22b", "-o", str(tmp_path / "r.png"))

@@ -33,9 +33,11 @@ __all__ = [
 
 
 def add_deployment_flags(
-    parser: argparse.ArgumentParser, *, model_required: bool = True, many_models: bool = False
+    parser: argparse.ArgumentParser, *, model_required: bool = True, many_models: bool = False,
+    tp_default: int = 1, tp_why: str = "",
 ) -> None:
-    """Add --model, --accelerator/--link or --system, and every cost-model setting."""
+    """Add --model, --accelerator/--link or --system, and every cost-model setting
+    (``tp_default``: the default of ``--tp``, ``tp_why`` its reason when not 1)."""
     if many_models:
         parser.add_argument("--model", action="append", default=[],
                             help="model name, alias or HF id (repeatable)")
@@ -52,7 +54,8 @@ def add_deployment_flags(
                            "granularity, per-copy overhead, link share, write-back, prefix-reuse "
                            "block, request overhead, MLA settings and default overlap unless the "
                            "flags below set them (default: none, kvroof's own defaults)")
-    tune.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    tune.add_argument("--tp", type=int, default=tp_default,
+                      help=f"tensor-parallel degree (default {tp_default}{tp_why})")
     tune.add_argument("--compute-dtype", default="bf16", choices=sorted(DTYPE_BYTES),
                       help="dtype whose dense peak sets compute (default bf16)")
     tune.add_argument("--kv-dtype", default="bf16", choices=sorted(DTYPE_BYTES),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,11 @@ def register(commands: Any) -> None:
 
     def figure_parser(name: str, help_text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = kinds.add_parser(name, help=help_text)
-        add_deployment_flags(parser, many_models=True)
+        if name == "roofline":  # its default models need 8 GPUs' memory, as in the report
+            add_deployment_flags(parser, many_models=True, tp_default=8,
+                                 tp_why=": the default models' weights need 8 GPUs")
+        else:
+            add_deployment_flags(parser, many_models=True)
         parser.add_argument("-o", "--output", required=True, metavar="FILE",
                             help="output file: .png, .svg or .pdf")
         parser.set_defaults(handler=run_plot)
@@ -202,7 +207,7 @@ def _draw(args: argparse.Namespace) -> Any:
             accelerator = registry.accelerator(args.accelerator)
             hardware.append((accelerator.name, args.link or accelerator.host_link))
         try:
-            return plot.offload_roofline_figure(
+            figure = plot.offload_roofline_figure(
                 _models(args, ["qwen3-235b-a22b", "deepseek-v3"]),
                 hardware or plot.roofline.DEFAULT_HARDWARE,
                 mode=args.mode, new_tokens=args.new_tokens, y=args.y,
@@ -211,6 +216,13 @@ def _draw(args: argparse.Namespace) -> Any:
             )
         except KvroofError as error:
             raise flag_error(error) from None
+        left_out = [f"{ax.get_title().split(':')[0]} on {str(artist.get_gid()).split(':', 1)[1]}"
+                    for ax in figure.axes for artist in ax.get_lines()
+                    if str(artist.get_gid()).startswith("does-not-fit:")]
+        if left_out:
+            warnings.warn(f"not drawn, the weights do not fit: {'; '.join(left_out)} "
+                          "(a larger --tp, or --weight-dtype, may fit)", stacklevel=1)
+        return figure
     if args.figure == "ceilings":
         dep = _deployments(args)[0]
         if args.requests is not None:
