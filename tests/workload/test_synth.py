@@ -1,5 +1,5 @@
 """Synthetic workloads against the published statistics (../shared/docs/paper-notes.md,
-Workloads) and against the model's own closed-form quantiles (kvroof.analysis.workload.synth
+Workloads) and against the model's own closed-form quantiles (kvroof.workload.synth
 docstring). n = 200,000: the sampling error of a median is ~0.3% in ln kappa (sigma
 1.1-2.6 / sqrt(n) x 1.25), far inside the 5% tolerances."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvroof.analysis.workload.records import Workload
-from kvroof.analysis.workload.stats import WorkloadStats, describe
-from kvroof.analysis.workload.synth import KINDS, model, synthesize
 from kvroof.errors import KvroofError
+from kvroof.workload.records import Workload
+from kvroof.workload.stats import WorkloadStats, describe
+from kvroof.workload.synth import KINDS, model, synthesize
 
 N = 200_000
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from kvroof.analysis.workload.mooncake import PrefixCache, load_mooncake
-from kvroof.analysis.workload.reading import SkippedRecordsWarning
 from kvroof.errors import KvroofError
+from kvroof.workload.mooncake import PrefixCache, load_mooncake
+from kvroof.workload.reading import SkippedRecordsWarning
 
 Writer = Callable[..., Path]
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from kvroof.analysis.workload.docqa import load_docqa
-from kvroof.analysis.workload.reading import SkippedRecordsWarning
-from kvroof.analysis.workload.records import UNKNOWN_OUTPUT
-from kvroof.analysis.workload.tokens import ApproximateTokensWarning
 from kvroof.errors import KvroofError
+from kvroof.workload.docqa import load_docqa
+from kvroof.workload.reading import SkippedRecordsWarning
+from kvroof.workload.records import UNKNOWN_OUTPUT
+from kvroof.workload.tokens import ApproximateTokensWarning
 
 Writer = Callable[..., Path]
 

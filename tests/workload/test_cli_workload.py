@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kvroof.analysis.workload import FORMATS, SYNTHETIC_KINDS
 from kvroof.cli import main
 from kvroof.cli import workload as cli_workload
+from kvroof.workload import FORMATS, SYNTHETIC_KINDS
 
-SAMPLES = Path(__file__).resolve().parents[3] / "examples" / "data"
+SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "examples" / "data"
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvroof.analysis.workload.reading import SkippedRecordsWarning
-from kvroof.analysis.workload.records import UNKNOWN_OUTPUT, Workload
-from kvroof.analysis.workload.table import load_table, write_table
 from kvroof.errors import KvroofError
+from kvroof.workload.reading import SkippedRecordsWarning
+from kvroof.workload.records import UNKNOWN_OUTPUT, Workload
+from kvroof.workload.table import load_table, write_table
 
 Writer = Callable[..., Path]
 

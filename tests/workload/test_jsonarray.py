@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvroof.analysis.workload.jsonarray import iter_json_array
+from kvroof.workload.jsonarray import iter_json_array
 
 ELEMENTS = [
     {"conversations": [{"from": "human", "value": "x" * 50}], "id": "a"},

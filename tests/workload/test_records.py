@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from kvroof.analysis.workload import records
-from kvroof.analysis.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
 from kvroof.errors import KvroofError
+from kvroof.workload import records
+from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
 
 
 def test_from_columns_defaults_to_unknown() -> None:

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kvroof.analysis.workload import (
+from kvroof.errors import KvroofError
+from kvroof.workload import (
     FORMATS,
     ApproximateTokensWarning,
     guess_format,
     load_workload,
 )
-from kvroof.errors import KvroofError
 
-SAMPLES = Path(__file__).resolve().parents[3] / "examples" / "data"
+SAMPLES = Path(__file__).resolve().parents[2] / "examples" / "data"
 
 
 @pytest.mark.parametrize(

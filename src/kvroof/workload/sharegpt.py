@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from kvroof.analysis.workload.jsonarray import iter_json_array
-from kvroof.analysis.workload.reading import BadRecordError, BadRecords, open_text
-from kvroof.analysis.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
-from kvroof.analysis.workload.tokens import HeuristicTokenCounter, TokenCounter
 from kvroof.errors import KvroofError
+from kvroof.workload.jsonarray import iter_json_array
+from kvroof.workload.reading import BadRecordError, BadRecords, open_text
+from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
+from kvroof.workload.tokens import HeuristicTokenCounter, TokenCounter
 
 __all__ = ["ROLES", "conversation_requests", "load_sharegpt"]
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvroof.analysis.workload.reading import (
+from kvroof.errors import KvroofError
+from kvroof.workload.reading import (
     BadRecordError,
     BadRecords,
     count_field,
@@ -30,9 +31,8 @@ from kvroof.analysis.workload.reading import (
     one_of,
     text_field,
 )
-from kvroof.analysis.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
-from kvroof.analysis.workload.tokens import HeuristicTokenCounter, TokenCounter, UsedCounter
-from kvroof.errors import KvroofError
+from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
+from kvroof.workload.tokens import HeuristicTokenCounter, TokenCounter, UsedCounter
 
 __all__ = ["load_docqa"]
 

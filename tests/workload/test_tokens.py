@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kvroof.analysis.workload import tokens
-from kvroof.analysis.workload.tokens import (
+from kvroof.errors import KvroofError
+from kvroof.workload import tokens
+from kvroof.workload.tokens import (
     ApproximateTokensWarning,
     HeuristicTokenCounter,
     TokenCounter,
@@ -17,7 +18,6 @@ from kvroof.analysis.workload.tokens import (
     token_counter,
     tokenizer_from_file,
 )
-from kvroof.errors import KvroofError
 
 
 @pytest.mark.parametrize(

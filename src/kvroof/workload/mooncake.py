@@ -31,14 +31,14 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from kvroof.analysis.workload.reading import (
+from kvroof.errors import KvroofError
+from kvroof.workload.reading import (
     BadRecordError,
     BadRecords,
     count_field,
     iter_json_lines,
 )
-from kvroof.analysis.workload.records import Workload, WorkloadBuilder
-from kvroof.errors import KvroofError
+from kvroof.workload.records import Workload, WorkloadBuilder
 
 __all__ = ["BLOCK_TOKENS", "PrefixCache", "load_mooncake"]
 

@@ -59,8 +59,8 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from kvroof.analysis.workload.records import Workload
 from kvroof.errors import KvroofError
+from kvroof.workload.records import Workload
 
 __all__ = ["KINDS", "SyntheticKind", "SyntheticModel", "model", "synthesize"]
 
@@ -183,6 +183,6 @@ def synthesize(kind: str, n: int, seed: int = 0) -> Workload:
         synthetic=True,
         source=(
             f"SYNTHETIC: {n} requests drawn (seed {seed}) from a lognormal model of the "
-            f"published {kind} statistics (kvroof.analysis.workload.synth); not measured data"
+            f"published {kind} statistics (kvroof.workload.synth); not measured data"
         ),
     )

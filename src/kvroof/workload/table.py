@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from kvroof.analysis.workload.reading import (
+from kvroof.errors import KvroofError
+from kvroof.workload.reading import (
     BadRecordError,
     BadRecords,
     count_field,
@@ -35,8 +36,7 @@ from kvroof.analysis.workload.reading import (
     open_text,
     utf8_error,
 )
-from kvroof.analysis.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
-from kvroof.errors import KvroofError
+from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
 
 __all__ = ["COLUMNS", "load_table", "table_kind", "write_table"]
 

@@ -13,13 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from kvroof.analysis.workload.docqa import load_docqa
-from kvroof.analysis.workload.mooncake import load_mooncake
-from kvroof.analysis.workload.reading import open_text
-from kvroof.analysis.workload.records import Workload
-from kvroof.analysis.workload.sharegpt import load_sharegpt
-from kvroof.analysis.workload.table import load_table
 from kvroof.errors import KvroofError
+from kvroof.workload.docqa import load_docqa
+from kvroof.workload.mooncake import load_mooncake
+from kvroof.workload.reading import open_text
+from kvroof.workload.records import Workload
+from kvroof.workload.sharegpt import load_sharegpt
+from kvroof.workload.table import load_table
 
 __all__ = ["FORMATS", "LOADERS", "Format", "guess_format", "load_workload"]
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from kvroof.analysis.workload.records import Workload
-from kvroof.analysis.workload.stats import PERCENTILES, describe, percentiles, summarize
 from kvroof.errors import KvroofError
+from kvroof.workload.records import Workload
+from kvroof.workload.stats import PERCENTILES, describe, percentiles, summarize
 
 
 def test_percentiles_by_hand() -> None:

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.analysis.workload.records import FloatArray, Workload
 from kvroof.errors import KvroofError
+from kvroof.workload.records import FloatArray, Workload
 
 __all__ = ["PERCENTILES", "Distribution", "WorkloadStats", "describe", "percentiles", "summarize"]
 
