@@ -66,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "ComputeBreakdown": "kvroof.cost.timing",
     "allreduce_time": "kvroof.cost.timing",
     "IterationCost": "kvroof.cost.iteration",
+    "IterationModel": "kvroof.cost.iteration",
     "iteration_cost": "kvroof.cost.iteration",
     "MemoryFit": "kvroof.cost.memory_fit",
     "memory_fit": "kvroof.cost.memory_fit",
@@ -89,6 +90,7 @@ __all__ = [
     "Granularity",
     "HostMemory",
     "IterationCost",
+    "IterationModel",
     "KappaResult",
     "KvroofError",
     "Link",
@@ -153,7 +155,7 @@ if TYPE_CHECKING:
     from kvroof.analysis.regimes import RegimeCurves, regime_curves
     from kvroof.cost.deployment import Deployment, Granularity, deployment
     from kvroof.cost.flops import PrefillFlops, attention_pairs, decode_flops, prefill_flops
-    from kvroof.cost.iteration import IterationCost, iteration_cost
+    from kvroof.cost.iteration import IterationCost, IterationModel, iteration_cost
     from kvroof.cost.kappa import (
         KappaResult,
         PaperKappa,

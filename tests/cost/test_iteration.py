@@ -68,3 +68,45 @@ def test_bad_iterations() -> None:
     # the breakdown of a lone prefill is the one ttft uses
     assert iteration_cost(DEP, [128], [0]).compute.flop_time == pytest.approx(
         float(compute_breakdown(DEP, 128, 0).flop_time))
+
+
+@pytest.mark.parametrize("model", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b"])
+def test_iteration_model_equals_iteration_cost(model: str) -> None:
+    """The float twin accumulates the same FLOPs and KV reads and times them the same, on
+    random batches (sliding-window gpt-oss needs the windowed context sum)."""
+    from kvroof.cost.iteration import IterationModel
+
+    dep = deployment(model, system="hgx-h200", registry=REG, tp=8)
+    fast = IterationModel(dep)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        chunks = rng.integers(1, 2048, size=rng.integers(0, 4)).astype(float)
+        contexts = rng.integers(0, 50_000, size=chunks.size).astype(float)
+        final = rng.random(chunks.size) < 0.5
+        decodes = rng.integers(0, 100_000, size=rng.integers(1, 50)).astype(float)
+        flops = kv = 0.0
+        for t, k, f in zip(chunks, contexts, final, strict=True):
+            a, b = fast.prefill_chunk(t, k, bool(f))
+            flops, kv = flops + a, kv + b
+        windowed = float(np.minimum(decodes + 1, fast.window).sum()) if fast.window else 0.0
+        a, b = fast.decode_batch(decodes.size, float(decodes.sum()), windowed)
+        flops, kv = flops + a, kv + b
+        slow = iteration_cost(dep, chunks, contexts, decodes, prefill_final=final)
+        tokens = float(chunks.sum()) + decodes.size
+        assert flops == pytest.approx(slow.compute.flops, rel=1e-12)
+        assert kv == pytest.approx(float(slow.compute.hbm_bytes - slow.compute.weight_bytes),
+                                   rel=1e-12)
+        assert fast.time(tokens, flops, kv) == pytest.approx(slow.time, rel=1e-12)
+        assert sum(fast.breakdown(tokens, flops, kv)) > 0
+
+
+def test_iteration_model_link_times() -> None:
+    """load_time is the request's transfer with nothing to save; save_time the write-back of
+    new tokens with nothing to load."""
+    from kvroof.cost.iteration import IterationModel
+    from kvroof.cost.transfer import transfer_time
+
+    fast = IterationModel(DEP)
+    assert fast.load_time(65536) == pytest.approx(float(transfer_time(DEP, 65536, 0)))
+    assert fast.save_time(512) == pytest.approx(float(transfer_time(DEP, 0, 512)))
+    assert fast.load_time(0) == 0.0 and fast.save_time(0) == 0.0

@@ -40,7 +40,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -61,6 +61,9 @@ from kvroof.specs.base import DTYPE_BYTES
 from kvroof.specs.hardware import Accelerator, Calibration, Link, System
 from kvroof.specs.model import GQAAttention, ModelSpec
 from kvroof.specs.registry import Registry, default_registry
+
+if TYPE_CHECKING:
+    from kvroof.cost.terms import CostTerms
 
 __all__ = [
     "BandwidthSource",
@@ -123,19 +126,28 @@ class Granularity:
                                                                       GQAAttention) else 1
         return model.num_layers * tensors
 
+    def copy_terms(self, model: ModelSpec) -> tuple[float, float, float]:
+        """``(per token of full-attention history, per token of sliding-window history, per
+        request)``: the number of copies for ``K`` tokens is ``a x K + b x min(K, W) + c``
+        (``c`` only when a request moves as one block, for ``K > 0``)."""
+        copies = float(self.copies_per_block(model))
+        if self.block_tokens is None:
+            return 0.0, 0.0, copies
+        if model.sliding_window is None or self.layout == "per-block":
+            return copies / self.block_tokens, 0.0, 0.0
+        per_layer = copies / model.num_layers / self.block_tokens
+        return per_layer * model.num_full_layers, per_layer * model.num_sliding_layers, 0.0
+
     def transfers(self, model: ModelSpec, cached_tokens: ArrayLike) -> Any:
         """Number of copies (amortized) to move ``cached_tokens`` tokens. A sliding-window
         layer holds at most ``W`` tokens, so it needs only the blocks of those."""
         k = token_count("cached_tokens", cached_tokens)
-        copies = float(self.copies_per_block(model))
-        if self.block_tokens is None:
-            return scalar_or_array(np.where(k > 0, copies, 0.0))
-        if model.sliding_window is None or self.layout == "per-block":
-            return scalar_or_array(copies * k / self.block_tokens)
-        per_layer = copies / model.num_layers
-        held = (model.num_full_layers * k
-                + model.num_sliding_layers * np.minimum(k, model.sliding_window.size))
-        return scalar_or_array(per_layer * held / self.block_tokens)
+        full, window, whole = self.copy_terms(model)
+        copies = full * k + whole * (k > 0)
+        if window:
+            assert model.sliding_window is not None
+            copies = copies + window * np.minimum(k, model.sliding_window.size)
+        return scalar_or_array(np.asarray(copies, dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -397,6 +409,14 @@ class Deployment:
         """HBM bytes/s one GPU streams: peak x HBM efficiency."""
         return scalar_or_array(self.accelerator.hbm_bandwidth
                                * np.asarray(self.resolved_hbm_efficiency, dtype=np.float64))
+
+    @cached_property
+    def terms(self) -> CostTerms:
+        """The cost model's constants for this deployment, computed once
+        (:mod:`kvroof.cost.terms`)."""
+        from kvroof.cost.terms import cost_terms
+
+        return cost_terms(self)
 
     @cached_property
     def weight_bytes(self) -> WeightBytes:

@@ -34,16 +34,20 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import FloatArray, scalar_or_array, token_count
+from kvroof.cost.checks import minimum, scalar_or_array, token_count, when_positive
 from kvroof.errors import KvroofError
 from kvroof.specs.model import GQAAttention, MLAAttention, ModelSpec, MoEFFN
 
 __all__ = [
+    "FlopTerms",
     "MlaMode",
     "PrefillFlops",
     "attention_pairs",
     "decode_flops",
+    "decode_flops_sum",
+    "flop_terms",
     "prefill_flops",
+    "prefill_flops_total",
     "projection_flops_per_token",
 ]
 
@@ -56,9 +60,10 @@ def _check_mla_mode(mla_mode: str) -> None:
         raise KvroofError(f"mla_mode: expected one of {', '.join(MLA_MODES)}, got {mla_mode!r}")
 
 
-def _window_prefix_sum(n: FloatArray, window: float) -> FloatArray:
-    """sum_{q=1..n} min(q, W): keys seen by the first ``n`` positions of a window-W layer."""
-    m = np.minimum(n, window)
+def _window_prefix_sum(n: Any, window: float) -> Any:
+    """sum_{q=1..n} min(q, W): keys seen by the first ``n`` positions of a window-W layer
+    (floats or arrays)."""
+    m = minimum(n, window)
     return m * (m + 1.0) / 2.0 + (n - m) * window
 
 
@@ -160,6 +165,85 @@ def _ffn_flops_per_token(model: ModelSpec) -> tuple[float, float, float, float]:
     return dense, routed, shared, router
 
 
+@dataclass(frozen=True)
+class FlopTerms:
+    """The per-token, per-pair and per-position constants of a model's prefill FLOPs (whole
+    model, all layers), from which :func:`prefill_flops` and :func:`prefill_flops_total` build
+    every count. ``up`` is the MLA expanded up-projection per position (0 otherwise),
+    ``absorbed`` the MLA absorbed-mode FLOPs per new token (0 otherwise)."""
+
+    projections: float
+    dense: float
+    routed: float
+    shared: float
+    router: float
+    absorbed: float
+    up: float
+    pair_full: float
+    pair_window: float
+    window: float | None
+    lm_head: float
+
+    @property
+    def per_token(self) -> float:
+        """FLOPs that every new token costs whatever the context."""
+        return (self.projections + self.dense + self.routed + self.shared + self.router
+                + self.absorbed)
+
+
+def flop_terms(model: ModelSpec, mla_mode: MlaMode = "expanded") -> FlopTerms:
+    """The constants of ``model``'s prefill FLOPs under ``mla_mode``."""
+    _check_mla_mode(mla_mode)
+    layers = model.num_layers
+    per_pair = _flops_per_pair(model, mla_mode)
+    att = model.attention
+    up = absorbed = 0.0
+    if isinstance(att, MLAAttention):
+        if mla_mode == "expanded":
+            up = layers * _mla_up_per_position(att)
+        else:
+            absorbed = layers * _mla_absorbed_per_token(att)
+    dense, routed, shared, router = _ffn_flops_per_token(model)
+    window = None if model.sliding_window is None else float(model.sliding_window.size)
+    return FlopTerms(
+        projections=layers * projection_flops_per_token(model), dense=dense, routed=routed,
+        shared=shared, router=router, absorbed=absorbed, up=up,
+        pair_full=model.num_full_layers * per_pair,
+        pair_window=model.num_sliding_layers * per_pair, window=window,
+        lm_head=2.0 * model.hidden_size * model.vocab_size,
+    )
+
+
+def _attention_core(terms: FlopTerms, t: Any, k: Any) -> Any:
+    core = terms.pair_full * (t * k + t * (t + 1.0) / 2.0)
+    if terms.window is not None:
+        core = core + terms.pair_window * (_window_prefix_sum(k + t, terms.window)
+                                           - _window_prefix_sum(k, terms.window))
+    return core
+
+
+def prefill_flops_total(terms: FlopTerms, t: Any, k: Any) -> Any:
+    """Total prefill FLOPs for validated token counts (floats or broadcasting arrays); the same
+    sum as :attr:`PrefillFlops.total`, without materializing each part."""
+    total = terms.per_token * t + _attention_core(terms, t, k)
+    if terms.up:
+        total = total + terms.up * when_positive(t, k + t)  # nothing runs with nothing to do
+    return total + when_positive(t, terms.lm_head)
+
+
+def decode_flops_sum(terms: FlopTerms, count: Any, context_sum: Any,
+                     windowed_sum: Any = 0.0) -> Any:
+    """:func:`prefill_flops_total` summed over ``count`` decodes (``T = 1`` each, logits each)
+    whose contexts sum to ``context_sum``: a decode on ``K`` cached tokens scores ``K + 1``
+    full-attention pairs and ``min(K + 1, W)`` pairs per sliding-window layer, so the sum needs
+    only ``windowed_sum`` = the sum of ``min(K + 1, W)`` (models with a window)."""
+    flops = (count * (terms.per_token + terms.lm_head)
+             + terms.pair_full * (context_sum + count) + terms.pair_window * windowed_sum)
+    if terms.up:
+        flops = flops + terms.up * (context_sum + count)
+    return flops
+
+
 def prefill_flops(
     model: ModelSpec,
     new_tokens: ArrayLike,
@@ -170,38 +254,20 @@ def prefill_flops(
 
     The conventions are in the module docstring. Arrays of T and K broadcast.
     """
-    _check_mla_mode(mla_mode)
+    terms = flop_terms(model, mla_mode)
     t = token_count("new_tokens", new_tokens)
     k = token_count("cached_tokens", cached_tokens)
     t, k = np.broadcast_arrays(t, k)
-    layers = model.num_layers
-    per_pair = _flops_per_pair(model, mla_mode)
-    full_pairs = t * k + t * (t + 1.0) / 2.0
-    core = model.num_full_layers * per_pair * full_pairs
-    if model.sliding_window is not None:
-        window = float(model.sliding_window.size)
-        sliding_pairs = _window_prefix_sum(k + t, window) - _window_prefix_sum(k, window)
-        core = core + model.num_sliding_layers * per_pair * sliding_pairs
-    att = model.attention
-    if isinstance(att, MLAAttention):
-        if mla_mode == "expanded":
-            # nothing runs when there is nothing to prefill
-            mla_up = layers * _mla_up_per_position(att) * np.where(t > 0, k + t, 0.0)
-        else:
-            mla_up = layers * _mla_absorbed_per_token(att) * t
-    else:
-        mla_up = np.zeros_like(t)
-    dense, routed, shared, router = _ffn_flops_per_token(model)
-    lm_head = np.where(t > 0, 2.0 * model.hidden_size * model.vocab_size, 0.0)
+    mla_up = terms.up * np.where(t > 0, k + t, 0.0) if terms.up else terms.absorbed * t
     return PrefillFlops(
-        attention_projections=scalar_or_array(layers * projection_flops_per_token(model) * t),
-        attention_core=scalar_or_array(core),
-        mla_up=scalar_or_array(mla_up),
-        ffn_dense=scalar_or_array(dense * t),
-        ffn_routed=scalar_or_array(routed * t),
-        ffn_shared=scalar_or_array(shared * t),
-        router=scalar_or_array(router * t),
-        lm_head=scalar_or_array(lm_head),
+        attention_projections=scalar_or_array(terms.projections * t),
+        attention_core=scalar_or_array(np.asarray(_attention_core(terms, t, k))),
+        mla_up=scalar_or_array(np.asarray(mla_up, dtype=np.float64)),
+        ffn_dense=scalar_or_array(terms.dense * t),
+        ffn_routed=scalar_or_array(terms.routed * t),
+        ffn_shared=scalar_or_array(terms.shared * t),
+        router=scalar_or_array(terms.router * t),
+        lm_head=scalar_or_array(np.where(t > 0, terms.lm_head, 0.0)),
     )
 
 

@@ -20,12 +20,13 @@ from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import token_count
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.flops import prefill_flops
+from kvroof.cost.flops import decode_flops_sum, flop_terms, prefill_flops, prefill_flops_total
+from kvroof.cost.terms import kv_bytes_of, roofline, transfer_parts
 from kvroof.cost.timing import ComputeBreakdown, roofline_breakdown
 from kvroof.cost.transfer import kv_bytes_per_rank
 from kvroof.errors import KvroofError
 
-__all__ = ["IterationCost", "iteration_cost"]
+__all__ = ["IterationCost", "IterationModel", "iteration_cost"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +85,69 @@ def iteration_cost(
         raise KvroofError("iteration_cost: an iteration needs at least one token")
     compute = roofline_breakdown(dep, flops, total, kv)
     return IterationCost(compute=compute, prefill_tokens=float(t.sum()), decode_tokens=d.size)
+
+
+class IterationModel:
+    """:func:`iteration_cost` for a simulator's inner loop: Python floats in and out, the same
+    cost-model evaluation (:mod:`kvroof.cost.terms`), microseconds a call.
+
+    Accumulate an iteration's FLOPs and KV reads with :meth:`prefill_chunk` and
+    :meth:`decode_batch`, then :meth:`time` it; :meth:`load_time` and :meth:`save_time` give one
+    request's host-link seconds (host-to-device load of its cached tokens, device-to-host save
+    of its new tokens' KV). Inputs are token counts the caller keeps valid (non-negative)."""
+
+    __slots__ = ("_decode", "_lm_head", "_rank", "_terms", "window")
+
+    def __init__(self, dep: Deployment) -> None:
+        self._terms = dep.terms
+        self._decode = flop_terms(dep.model, "absorbed")  # decodes run absorbed (vLLM, SGLang)
+        self._lm_head = self._terms.flops.lm_head
+        self._rank = self._terms.rank_share
+        self.window: float | None = self._terms.window
+
+    def prefill_chunk(self, new_tokens: float, context: float,
+                      final: bool = True) -> tuple[float, float]:
+        """(FLOPs, KV bytes read per rank) of one prefill chunk of ``new_tokens`` tokens on
+        ``context`` tokens already in its sequence's KV (logits only when ``final``)."""
+        flops = float(prefill_flops_total(self._terms.flops, float(new_tokens), float(context)))
+        if not final and new_tokens > 0:
+            flops -= self._lm_head
+        kv = float(kv_bytes_of(self._terms, float(context + new_tokens))) * self._rank \
+            if new_tokens > 0 else 0.0
+        return flops, kv
+
+    def decode_batch(self, count: int, context_sum: float,
+                     windowed_context_sum: float = 0.0) -> tuple[float, float]:
+        """(FLOPs, KV bytes read per rank) of ``count`` decodes whose contexts sum to
+        ``context_sum``; ``windowed_context_sum`` is the sum of ``min(context + 1, W)``, needed
+        when :attr:`window` is not ``None``."""
+        if count == 0:
+            return 0.0, 0.0
+        flops = float(decode_flops_sum(self._decode, float(count), float(context_sum),
+                                       float(windowed_context_sum)))
+        kv = (self._terms.kv_full * (context_sum + count)
+              + self._terms.kv_window * windowed_context_sum) * self._rank
+        return flops, float(kv)
+
+    def breakdown(self, tokens: float, flops: float, kv_bytes: float) -> tuple[float, float, float]:
+        """(FLOP seconds, HBM seconds, all-reduce seconds) of an iteration of ``tokens`` tokens."""
+        parts = roofline(self._terms, float(flops), float(tokens), float(kv_bytes), None)
+        return float(parts.flop_time), float(parts.hbm_time), float(parts.comm_time)
+
+    def time(self, tokens: float, flops: float, kv_bytes: float) -> float:
+        """Seconds of an iteration: ``max(FLOP time, HBM time) + all-reduce time``."""
+        return float(roofline(self._terms, float(flops), float(tokens), float(kv_bytes),
+                              None).total)
+
+    def load_time(self, cached_tokens: float) -> float:
+        """Host-link seconds to load one request's ``cached_tokens`` tokens (no save)."""
+        if cached_tokens <= 0:
+            return 0.0
+        return float(transfer_parts(self._terms, float(cached_tokens), 0.0).total)
+
+    def save_time(self, new_tokens: float) -> float:
+        """Host-link seconds to save ``new_tokens`` tokens' KV to host memory."""
+        if new_tokens <= 0:
+            return 0.0
+        return float(transfer_parts(self._terms, 0.0, float(new_tokens)).total)
+

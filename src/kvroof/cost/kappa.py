@@ -34,17 +34,26 @@ grid, then bisection) finds the crossing; the tests check the two methods agains
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import FloatArray, nonnegative, positive, scalar_or_array, token_count
+from kvroof.cost.checks import (
+    FloatArray,
+    nonnegative,
+    positive,
+    scalar_or_array,
+    token_count,
+    token_value,
+)
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kv import kv_bytes_per_token
 from kvroof.cost.params import param_counts
-from kvroof.cost.timing import compute_breakdown, compute_time
+from kvroof.cost.terms import compute_parts, transfer_parts
+from kvroof.cost.timing import compute_time, iteration_tokens_for
 from kvroof.cost.transfer import transfer_breakdown, transfer_time
 from kvroof.errors import KvroofError
 
@@ -120,16 +129,35 @@ def kappa_paper_for(dep: Deployment) -> PaperKappa:
 
 
 # -- full mode --------------------------------------------------------------------------------
-@dataclass(frozen=True)
 class KappaResult:
-    """kappa_crit (full mode) for each T: ``inf`` where prefill is never transfer-bound."""
+    """kappa_crit (full mode) for each T: ``inf`` where prefill is never transfer-bound.
 
-    new_tokens: Any
-    kappa_crit: Any
-    crossover_tokens: Any
-    never_transfer_bound: Any
-    reason: Any
-    method: str
+    ``reason`` (why kappa_crit is ``inf``; ``""`` where it is finite) is built when read: a
+    string for a scalar, an object array of references to two shared strings for an array."""
+
+    __slots__ = ("_band", "crossover_tokens", "kappa_crit", "method", "never_transfer_bound",
+                 "new_tokens")
+
+    def __init__(self, new_tokens: Any, kappa_crit: Any, crossover_tokens: Any,
+                 never_transfer_bound: Any, band: Any, method: str) -> None:
+        self.new_tokens = new_tokens
+        self.kappa_crit = kappa_crit
+        self.crossover_tokens = crossover_tokens
+        self.never_transfer_bound = never_transfer_bound
+        self._band = band
+        self.method = method
+
+    def __repr__(self) -> str:
+        return (f"KappaResult(new_tokens={self.new_tokens!r}, kappa_crit={self.kappa_crit!r}, "
+                f"never_transfer_bound={self.never_transfer_bound!r}, method={self.method!r})")
+
+    @property
+    def reason(self) -> Any:
+        never = self.never_transfer_bound
+        if isinstance(never, bool):
+            return (_BAND if self._band else _NEVER) if never else ""
+        reasons = _reasons(never, self._band)
+        return reasons
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -142,46 +170,36 @@ class KappaResult:
         }
 
 
-def _difference(dep: Deployment, t: FloatArray, k: Any) -> FloatArray:
+def _difference(dep: Deployment, t: Any, k: Any) -> Any:
     """transfer - compute at (T, K): positive where transfer-bound."""
     x = np.asarray(transfer_time(dep, k, t), dtype=np.float64)
     c = np.asarray(compute_time(dep, t, k), dtype=np.float64)
     return x - c
 
 
-def _stack(parts: list[Any]) -> FloatArray:
-    return np.stack(np.broadcast_arrays(*[np.asarray(p, dtype=np.float64) for p in parts]))
-
-
-def _pieces(dep: Deployment, t: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray,
-                                                      FloatArray]:
-    """(a, b, c, s) with the transfer pieces ``a_j + b_j K`` (``K > 0``) and the compute roofs
-    ``c_i + s_i K`` stacked on axis 0, read off the timing functions (affine in K without
-    sliding windows)."""
-    def transfer_pieces(k: float) -> FloatArray:
-        parts = transfer_breakdown(dep, k, t)
-        extra = np.asarray(parts.scale_up_time) + np.asarray(parts.latency_time)
-        return _stack([np.asarray(path) + extra for path in parts.paths])
-
-    def compute_roofs(k: float) -> FloatArray:
-        parts = compute_breakdown(dep, t, k)
-        return _stack([np.asarray(parts.flop_time) + parts.comm_time,
-                       np.asarray(parts.hbm_time) + parts.comm_time])
-
-    x1, x2 = transfer_pieces(_K_REF), transfer_pieces(2 * _K_REF)
-    b = (x2 - x1) / _K_REF
-    c0, c1 = compute_roofs(0.0), compute_roofs(_K_REF)
-    s = (c1 - c0) / _K_REF
-    shape = np.broadcast_shapes(x1.shape[1:], c0.shape[1:])
-    return (_along(x1 - b * _K_REF, shape), _along(b, shape), _along(c0, shape),
-            _along(s, shape))
-
-
-def _along(pieces: FloatArray, shape: tuple[int, ...]) -> FloatArray:
-    """``pieces`` (pieces on axis 0) broadcast to ``(pieces, *shape)``."""
-    inner = pieces.shape[1:]
-    padded = pieces.reshape(pieces.shape[0], *([1] * (len(shape) - len(inner))), *inner)
-    return np.broadcast_to(padded, (pieces.shape[0], *shape))
+def _pieces(dep: Deployment, t: Any) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """(a, b, c, s): the transfer pieces ``a_j + b_j K`` (``K > 0``) and the compute roofs
+    ``c_i + s_i K``, read off the cost model's own evaluation (affine in K without sliding
+    windows; the paths that cannot bind are left out)."""
+    terms = dep.terms
+    n = iteration_tokens_for(dep, t)
+    if terms.tiers:
+        def path_times(k: float) -> list[Any]:
+            parts = transfer_breakdown(dep, k, t)
+            extra = parts.scale_up_time + parts.latency_time
+            return [path + extra for path in parts.paths]
+    else:
+        def path_times(k: float) -> list[Any]:
+            parts = transfer_parts(terms, k, t)
+            extra = parts.scale_up + parts.latency_time
+            return [path + extra for path in parts.paths]
+    x1, x2 = path_times(_K_REF), path_times(2 * _K_REF)
+    b = [(p2 - p1) / _K_REF for p1, p2 in zip(x1, x2, strict=True)]
+    a = [p1 - bj * _K_REF for p1, bj in zip(x1, b, strict=True)]
+    zero, far = compute_parts(terms, t, 0.0, n), compute_parts(terms, t, _K_REF, n)
+    c = [zero.flop_time + zero.comm_time, zero.hbm_time + zero.comm_time]
+    s = [(far.flop_time - zero.flop_time) / _K_REF, (far.hbm_time - zero.hbm_time) / _K_REF]
+    return a, b, c, s
 
 
 def _reasons(never: Any, band: Any = False) -> Any:
@@ -194,31 +212,43 @@ def _reasons(never: Any, band: Any = False) -> Any:
     return reasons
 
 
-def crossover_of_pieces(a: FloatArray, b: FloatArray, c: FloatArray, s: FloatArray) -> FloatArray:
+def crossover_of_pieces(a: Any, b: Any, c: Any, s: Any) -> Any:
     """Smallest ``K >= 0`` from which ``max_j(a_j + b_j K) >= max_i(c_i + s_i K)`` holds for every
-    larger ``K`` (``inf`` when it never does for large ``K``). Pieces on axis 0; broadcasts."""
-    result = np.zeros(a.shape[1:])
+    larger ``K`` (``inf`` when it never does for large ``K``). Pieces are sequences (or arrays
+    with the pieces on axis 0); each piece broadcasts."""
+    result: Any = 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         for ci, si in zip(c, s, strict=True):
-            gap = b - si
-            head = ci - a
-            upper = np.where(gap > 0, head / np.where(gap > 0, gap, 1.0),
-                             np.where((gap == 0) & (head <= 0), -np.inf, np.inf))
-            lower = np.where(gap < 0, head / np.where(gap < 0, gap, 1.0), -np.inf)
-            top = upper.min(axis=0)
-            bottom = lower.max(axis=0)
+            top: Any = np.inf
+            bottom: Any = -np.inf
+            for aj, bj in zip(a, b, strict=True):
+                gap = bj - si
+                head = ci - aj
+                ratio = head / np.where(gap != 0, gap, 1.0)
+                top = np.minimum(top, np.where(gap > 0, ratio,
+                                               np.where((gap == 0) & (head <= 0), -np.inf,
+                                                        np.inf)))
+                bottom = np.maximum(bottom, np.where(gap < 0, ratio, -np.inf))
             k_i = np.where(np.isposinf(top), np.inf,
                            np.where((top <= 0) | (bottom >= top), 0.0, top))
             result = np.maximum(result, k_i)
     return result
 
 
-def _closed_form(dep: Deployment, t: FloatArray) -> tuple[FloatArray, Any]:
-    """K* (start of the transfer-bound region that extends to any K) and why it is inf."""
+def _closed_form(dep: Deployment, t: Any) -> tuple[Any, Any]:
+    """K* (start of the transfer-bound region that extends to any K) and the 'band' flags (a
+    fixed per-request cost makes small K transfer-bound)."""
     a, b, c, s = _pieces(dep, t)
     k_star = crossover_of_pieces(a, b, c, s)
-    band = a.max(axis=0) >= c.max(axis=0)
-    return k_star, _reasons(np.isinf(k_star), band)
+    band = _max_of(a) >= _max_of(c)
+    return k_star, band
+
+
+def _max_of(values: list[Any]) -> Any:
+    result = values[0]
+    for value in values[1:]:
+        result = np.maximum(result, value)
+    return result
 
 
 def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> tuple[FloatArray, Any]:
@@ -243,7 +273,7 @@ def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> tuple[Fl
             break
     k_star = np.where(found, hi, np.inf)
     k_star = np.where(found & (last_below == 0) & (diff[min(1, grid.size - 1)] >= 0), 0.0, k_star)
-    return k_star, _reasons(~found)
+    return k_star, False
 
 
 def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") -> KappaResult:
@@ -252,7 +282,7 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
     ``method``: ``closed-form`` (needs no sliding window), ``root-finding``, or ``auto``
     (closed form when it applies).
     """
-    t = token_count("new_tokens", new_tokens, at_least_one=True)
+    t = token_value("new_tokens", new_tokens, at_least_one=True)
     if method == "auto":
         method = "closed-form" if dep.model.sliding_window is None else "root-finding"
     if method == "closed-form":
@@ -261,18 +291,24 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
                 f"method: {dep.model.name} has sliding-window layers, so transfer and compute "
                 "are not affine in K; use root-finding"
             )
-        k_star, reason = _closed_form(dep, t)
+        k_star, band = _closed_form(dep, t)
     elif method == "root-finding":
-        k_star, reason = _root_finding(dep, t)
+        k_star, band = _root_finding(dep, np.asarray(t, dtype=np.float64))
     else:
         raise KvroofError(f"method: expected auto, closed-form or root-finding, got {method!r}")
-    never = np.isinf(k_star)
+    k_star = np.asarray(k_star, dtype=np.float64)
+    if k_star.ndim == 0:
+        value = float(k_star)
+        never = math.isinf(value)
+        return KappaResult(float(t), value / float(t), value, never,
+                           bool(np.all(band)) if never else False, method)
+    never_arr = np.isinf(k_star)
     return KappaResult(
-        new_tokens=scalar_or_array(np.broadcast_to(t, k_star.shape).astype(np.float64)),
-        kappa_crit=scalar_or_array(k_star / t),
-        crossover_tokens=scalar_or_array(k_star),
-        never_transfer_bound=bool(never) if never.ndim == 0 else never,
-        reason=str(reason[()]) if reason.ndim == 0 else reason,
+        new_tokens=np.broadcast_to(np.asarray(t, dtype=np.float64), k_star.shape).copy(),
+        kappa_crit=k_star / t,
+        crossover_tokens=k_star,
+        never_transfer_bound=never_arr,
+        band=np.asarray(band, dtype=bool),
         method=method,
     )
 
@@ -289,7 +325,7 @@ def max_new_tokens_for_crossover(dep: Deployment, t_max: float = 1e12) -> Any:
     handled too."""
     def margin(t: Any) -> FloatArray:
         _, b, _, s = _pieces(dep, np.asarray(t, dtype=np.float64))
-        result: FloatArray = b.max(axis=0) - s.max(axis=0)
+        result: FloatArray = _max_of(b) - _max_of(s)
         return result
 
     grid = np.geomspace(1e-2, t_max, 300)

@@ -28,18 +28,19 @@ paper's ``P_OH / (1 + P_OH)``), bound (``"transfer"`` where transfer > compute, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import FloatArray, scalar_or_array, token_count
+from kvroof.cost.checks import maximum, minimum, scalar_or_array, token_count, token_value
 from kvroof.cost.collectives import allreduce_time
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
+from kvroof.cost.terms import ComputeParts, compute_parts, roofline, transfer_parts
 from kvroof.cost.transfer import kv_bytes_per_rank, transfer_breakdown, transfer_time
-from kvroof.cost.weights import weights_read_per_rank
 from kvroof.errors import KvroofError
 
 __all__ = [
@@ -61,13 +62,13 @@ Overlap = Literal["serial", "layerwise", "ideal"]
 OVERLAP_MODES: tuple[Overlap, ...] = ("serial", "layerwise", "ideal")
 
 
-def iteration_tokens_for(dep: Deployment, new_tokens: FloatArray) -> FloatArray:
+def iteration_tokens_for(dep: Deployment, new_tokens: Any) -> Any:
     """Tokens that share the weight read of the request's iteration: ``iteration_tokens`` (which
-    must be at least ``T``), or ``T`` (the request alone)."""
-    if dep.iteration_tokens is None:
-        return new_tokens
-    n = np.asarray(dep.iteration_tokens, dtype=np.float64)
-    if np.any(n < new_tokens):
+    must be at least ``T``), or ``None`` (the request alone)."""
+    n = dep.terms.iteration_tokens
+    if n is None:
+        return None
+    if np.any(np.asarray(n) < np.asarray(new_tokens)):
         raise KvroofError(
             f"iteration_tokens: {dep.iteration_tokens!r} is fewer than the request's new tokens "
             f"T (max {float(np.max(new_tokens)):g}); an iteration holds at least the request"
@@ -98,30 +99,26 @@ class ComputeBreakdown:
         return str(limit) if limit.ndim == 0 else limit
 
 
+def _breakdown(parts: ComputeParts) -> ComputeBreakdown:
+    def out(value: Any) -> Any:
+        return value if type(value) is float else scalar_or_array(
+            np.asarray(value, dtype=np.float64))
+
+    return ComputeBreakdown(flops=out(parts.flops), flop_time=out(parts.flop_time),
+                            hbm_bytes=out(parts.hbm_bytes), weight_bytes=out(parts.weight_bytes),
+                            hbm_time=out(parts.hbm_time), comm_time=out(parts.comm_time))
+
+
 def roofline_breakdown(
     dep: Deployment, flops: Any, tokens: Any, kv_read: Any, iteration_tokens: Any = None
 ) -> ComputeBreakdown:
     """The GPU roofline for work of ``flops`` FLOPs (whole TP group) over ``tokens`` tokens
     that reads ``kv_read`` KV bytes per rank, when ``iteration_tokens`` tokens (default:
-    ``tokens``) share one read of the weights. The single place compute time is formed; the
-    per-request, batch and iteration functions all call it."""
+    ``tokens``) share one read of the weights (:func:`kvroof.cost.terms.roofline`)."""
     t = np.asarray(tokens, dtype=np.float64)
-    n = t if iteration_tokens is None else np.asarray(iteration_tokens, dtype=np.float64)
-    efficiency = np.asarray(dep.compute_efficiency_at(t), dtype=np.float64)
-    rate = dep.tp * np.asarray(dep.peak_compute, dtype=np.float64) * efficiency
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(n > 0, t / np.where(n > 0, n, 1.0), 0.0)
-    weights = share * np.asarray(weights_read_per_rank(dep, n), dtype=np.float64)
-    hbm = weights + np.asarray(kv_read, dtype=np.float64)
-    flops_arr = np.asarray(flops, dtype=np.float64)
-    return ComputeBreakdown(
-        flops=scalar_or_array(flops_arr),
-        flop_time=scalar_or_array(flops_arr / rate),
-        hbm_bytes=scalar_or_array(hbm),
-        weight_bytes=scalar_or_array(weights),
-        hbm_time=scalar_or_array(hbm / np.asarray(dep.effective_hbm_bandwidth)),
-        comm_time=scalar_or_array(np.asarray(allreduce_time(dep, t, share))),
-    )
+    n = None if iteration_tokens is None else np.asarray(iteration_tokens, dtype=np.float64)
+    return _breakdown(roofline(dep.terms, np.asarray(flops, dtype=np.float64), t,
+                               np.asarray(kv_read, dtype=np.float64), n))
 
 
 def compute_breakdown(
@@ -129,11 +126,9 @@ def compute_breakdown(
 ) -> ComputeBreakdown:
     """FLOP time, HBM time and all-reduce time of a prefill of ``new_tokens`` on top of
     ``cached_tokens`` on one GPU (its TP share)."""
-    t = token_count("new_tokens", new_tokens)
-    k = token_count("cached_tokens", cached_tokens)
-    flops = prefill_flops(dep.model, t, k, dep.mla_mode).total
-    kv = np.where(t > 0, np.asarray(kv_bytes_per_rank(dep, k + t), dtype=np.float64), 0.0)
-    return roofline_breakdown(dep, flops, t, kv, iteration_tokens_for(dep, t))
+    t = token_value("new_tokens", new_tokens)
+    k = token_value("cached_tokens", cached_tokens)
+    return _breakdown(compute_parts(dep.terms, t, k, iteration_tokens_for(dep, t)))
 
 
 def compute_time(dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike = 0) -> Any:
@@ -146,34 +141,93 @@ def combine_overlap(
 ) -> Any:
     """TTFT from transfer and compute seconds under an overlap mode (broadcasts); ``efficiency``
     is the share of the shorter side that overlap hides."""
+    mode = _check_overlap(overlap)
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
     eta = np.asarray(efficiency, dtype=np.float64)
-    overlapped = np.maximum(x, c) + (1.0 - eta) * np.minimum(x, c)
-    if overlap == "serial":
-        return scalar_or_array(x + c)
-    if overlap == "ideal":
-        return scalar_or_array(overlapped)
-    if overlap == "layerwise":
-        return scalar_or_array((x + c) / layers + (layers - 1) * overlapped / layers)
-    raise KvroofError(f"overlap: expected one of {', '.join(OVERLAP_MODES)}, got {overlap!r}")
+    return scalar_or_array(np.asarray(_combine(x, c, layers, mode,
+                                               float(eta) if eta.ndim == 0 else eta)))
 
 
-@dataclass(frozen=True)
 class TTFTResult:
-    """Time to first token and its parts (seconds, per GPU); arrays broadcast like the inputs."""
+    """Time to first token and its parts (seconds, per GPU); arrays broadcast like the inputs.
 
-    ttft: Any
-    compute: Any
-    transfer: Any
-    exposed_transfer: Any
-    p_oh: Any
-    transfer_share: Any
-    bound: Any
-    flops: Any
-    achieved_flops: Any
-    compute_utilization: Any
-    overlap: Overlap
+    A result holds ``ttft``, ``compute``, ``transfer`` and ``flops``; the other fields are
+    derived from them when read (a 1e7-point grid holds 32 bytes per point).
+    """
+
+    __slots__ = ("_peak", "_tp", "compute", "flops", "overlap", "transfer", "ttft")
+
+    def __init__(self, ttft: Any, compute: Any, transfer: Any, flops: Any, overlap: Overlap,
+                 tp: int, peak: Any) -> None:
+        self.ttft = ttft
+        self.compute = compute
+        self.transfer = transfer
+        self.flops = flops
+        self.overlap: Overlap = overlap
+        self._tp = tp
+        self._peak = peak
+
+    def __repr__(self) -> str:
+        return (f"TTFTResult(ttft={self.ttft!r}, compute={self.compute!r}, "
+                f"transfer={self.transfer!r}, bound={self.bound!r}, overlap={self.overlap!r})")
+
+    @property
+    def exposed_transfer(self) -> Any:
+        """Transfer time not hidden behind compute: ``ttft - compute``."""
+        return self.ttft - self.compute
+
+    @property
+    def p_oh(self) -> Any:
+        """``transfer / compute`` (inf with transfer and no compute, 0 with neither)."""
+        x, c = self.transfer, self.compute
+        if type(x) is float and type(c) is float:
+            return x / c if c > 0 else (math.inf if x > 0 else 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return scalar_or_array(np.where(c > 0, x / np.where(c > 0, c, 1.0),
+                                            np.where(x > 0, np.inf, 0.0)))
+
+    @property
+    def transfer_share(self) -> Any:
+        """``exposed transfer / ttft`` (0 for an empty request)."""
+        total = self.ttft
+        if type(total) is float:
+            return (total - self.compute) / total if total > 0 else 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return scalar_or_array(np.where(total > 0, (total - self.compute)
+                                            / np.where(total > 0, total, 1.0), 0.0))
+
+    @property
+    def bound(self) -> Any:
+        """``"transfer"`` where transfer > compute, else ``"compute"``."""
+        x, c = self.transfer, self.compute
+        if type(x) is float and type(c) is float:
+            return "transfer" if x > c else "compute"
+        bound = np.where(np.asarray(x) > np.asarray(c), "transfer", "compute")
+        return str(bound) if bound.ndim == 0 else bound
+
+    @property
+    def transfer_bound(self) -> Any:
+        """``True`` where transfer > compute (a boolean array for arrays)."""
+        return np.asarray(self.transfer) > np.asarray(self.compute) \
+            if not (type(self.transfer) is float and type(self.compute) is float) \
+            else self.transfer > self.compute
+
+    @property
+    def achieved_flops(self) -> Any:
+        """FLOP/s per GPU over the TTFT."""
+        total = self.ttft
+        if type(total) is float:
+            return self.flops / self._tp / total if total > 0 else 0.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return scalar_or_array(np.where(total > 0, np.asarray(self.flops) / self._tp
+                                            / np.where(total > 0, total, 1.0), 0.0))
+
+    @property
+    def compute_utilization(self) -> Any:
+        """Achieved over peak FLOP/s."""
+        value = self.achieved_flops / self._peak
+        return value if type(value) is float else scalar_or_array(np.asarray(value))
 
     def as_dict(self) -> dict[str, Any]:
         """Fields by name, with ``_s`` on the times (as the CLI's JSON prints them)."""
@@ -192,33 +246,37 @@ class TTFTResult:
         }
 
 
+def _combine(x: Any, c: Any, layers: int, overlap: Overlap, eta: Any) -> Any:
+    """:func:`combine_overlap` for validated floats or arrays."""
+    if overlap == "serial":
+        return x + c
+    overlapped = maximum(x, c)
+    if not (type(eta) is float and eta == 1.0):
+        overlapped = overlapped + (1.0 - eta) * minimum(x, c)
+    if overlap == "ideal":
+        return overlapped
+    return (x + c) / layers + (layers - 1) * overlapped / layers
+
+
 def _result(
     dep: Deployment, flops: Any, transfer: Any, compute: Any, overlap: Overlap
 ) -> TTFTResult:
+    eta = dep.resolved_overlap_efficiency
+    if type(transfer) is float and type(compute) is float and type(flops) is float:
+        total = _combine(transfer, compute, dep.model.num_layers, overlap, eta)
+        peak = dep.terms.peak_rate / dep.tp
+        return TTFTResult(total, compute, transfer, flops, overlap, dep.tp, peak)
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
-    total = np.asarray(combine_overlap(x, c, dep.model.num_layers, overlap,
-                                       dep.resolved_overlap_efficiency))
-    exposed = total - c
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_oh = np.where(c > 0, x / np.where(c > 0, c, 1.0), np.where(x > 0, np.inf, 0.0))
-        share = np.where(total > 0, exposed / np.where(total > 0, total, 1.0), 0.0)
-        achieved = np.where(total > 0, np.asarray(flops) / dep.tp / np.where(total > 0, total, 1.0),
-                            0.0)
-    utilization = achieved / np.asarray(dep.peak_compute, dtype=np.float64)
-    bound = np.where(x > c, "transfer", "compute")
+    total = np.asarray(_combine(x, c, dep.model.num_layers, overlap,
+                                eta if type(eta) is float else np.asarray(eta)))
+    shape = np.broadcast_shapes(x.shape, c.shape, np.shape(flops))
     return TTFTResult(
-        ttft=scalar_or_array(total),
-        compute=scalar_or_array(c),
-        transfer=scalar_or_array(x),
-        exposed_transfer=scalar_or_array(exposed),
-        p_oh=scalar_or_array(p_oh),
-        transfer_share=scalar_or_array(share),
-        bound=str(bound) if bound.ndim == 0 else bound,
-        flops=scalar_or_array(np.asarray(flops, dtype=np.float64)),
-        achieved_flops=scalar_or_array(achieved),
-        compute_utilization=scalar_or_array(utilization),
-        overlap=overlap,
+        scalar_or_array(np.broadcast_to(total, shape).copy() if total.shape != shape else total),
+        scalar_or_array(np.broadcast_to(c, shape)),
+        scalar_or_array(np.broadcast_to(x, shape)),
+        scalar_or_array(np.broadcast_to(np.asarray(flops, dtype=np.float64), shape)),
+        overlap, dep.tp, np.asarray(dep.peak_compute, dtype=np.float64),
     )
 
 
@@ -238,9 +296,12 @@ def ttft(
     """TTFT of one request of ``new_tokens`` (T) on top of ``cached_tokens`` (K) loaded from
     host memory. T and K broadcast (a 1000 x 1000 grid is one call)."""
     mode = _check_overlap(overlap)
-    compute = compute_breakdown(dep, new_tokens, cached_tokens)
-    return _result(dep, compute.flops, transfer_time(dep, cached_tokens, new_tokens),
-                   compute.total, mode)
+    t = token_value("new_tokens", new_tokens)
+    k = token_value("cached_tokens", cached_tokens)
+    terms = dep.terms
+    compute = compute_parts(terms, t, k, iteration_tokens_for(dep, t))
+    transfer = transfer_time(dep, k, t) if terms.tiers else transfer_parts(terms, k, t).total
+    return _result(dep, compute.flops, transfer, compute.total, mode)
 
 
 def ttft_batch(

@@ -32,11 +32,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import FloatArray, scalar_or_array, token_count
-from kvroof.cost.collectives import allgather_time, broadcast_time
+from kvroof.cost.checks import FloatArray, scalar_or_array, token_count, token_value
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.kv import kv_bytes
-from kvroof.specs.model import GQAAttention
+from kvroof.cost.terms import kv_bytes_of, transfer_parts
 
 __all__ = ["TransferBreakdown", "kv_bytes_per_rank", "load_bytes_per_rank", "load_share",
            "rank_share", "transfer_breakdown", "transfer_time"]
@@ -44,30 +42,29 @@ __all__ = ["TransferBreakdown", "kv_bytes_per_rank", "load_bytes_per_rank", "loa
 
 def rank_share(dep: Deployment) -> float:
     """Fraction of a request's KV one TP rank holds: GQA ``max(1/TP, 1/kv_heads)``, MLA 1."""
-    att = dep.model.attention
-    if isinstance(att, GQAAttention):
-        return max(1.0 / dep.tp, 1.0 / att.num_kv_heads)
-    return 1.0
+    return dep.terms.rank_share
 
 
 def load_share(dep: Deployment) -> float:
     """Fraction of a request's KV the loading rank reads from the host (and, with write-back,
     saves): what it holds, or ``1/TP`` of an MLA latent under ``shard-allgather``."""
-    if dep.model.is_mla and dep.tp > 1 and dep.mla_tp_load == "shard-allgather":
-        return 1.0 / dep.tp
-    return rank_share(dep)
+    return dep.terms.load_share
 
 
 def kv_bytes_per_rank(dep: Deployment, cached_tokens: ArrayLike) -> Any:
     """KV bytes one TP rank holds for ``cached_tokens`` tokens (in ``dep.kv_dtype``)."""
-    total = np.asarray(kv_bytes(dep.model, cached_tokens, dep.kv_dtype), dtype=np.float64)
-    return scalar_or_array(total * rank_share(dep))
+    terms = dep.terms
+    k = token_value("cached_tokens", cached_tokens)
+    value = kv_bytes_of(terms, k) * terms.rank_share
+    return value if type(value) is float else scalar_or_array(np.asarray(value))
 
 
 def load_bytes_per_rank(dep: Deployment, cached_tokens: ArrayLike) -> Any:
     """KV bytes the loading rank reads over the host link for ``cached_tokens`` tokens."""
-    total = np.asarray(kv_bytes(dep.model, cached_tokens, dep.kv_dtype), dtype=np.float64)
-    return scalar_or_array(total * load_share(dep))
+    terms = dep.terms
+    k = token_value("cached_tokens", cached_tokens)
+    value = kv_bytes_of(terms, k) * terms.load_share
+    return value if type(value) is float else scalar_or_array(np.asarray(value))
 
 
 @dataclass(frozen=True)
@@ -105,58 +102,37 @@ class TransferBreakdown:
         return str(names) if np.ndim(names) == 0 else names
 
 
-def _divide(size: FloatArray, bandwidth: Any) -> FloatArray:
-    result: FloatArray = size / np.asarray(bandwidth, dtype=np.float64)
-    return result
-
-
 def transfer_breakdown(
     dep: Deployment, cached_tokens: ArrayLike, new_tokens: ArrayLike = 0
 ) -> TransferBreakdown:
     """Bytes, copies and time to load ``cached_tokens`` tokens to one GPU and, with
-    ``dep.write_back``, to save the KV of ``new_tokens`` new tokens."""
+    ``dep.write_back``, to save the KV of ``new_tokens`` new tokens (every path, named)."""
     k = token_count("cached_tokens", cached_tokens)
     t = token_count("new_tokens", new_tokens)
-    load = np.asarray(load_bytes_per_rank(dep, k), dtype=np.float64)
-    copies = np.asarray(dep.granularity.transfers(dep.model, k), dtype=np.float64)
-    if dep.write_back:
-        save = np.asarray(load_bytes_per_rank(dep, t), dtype=np.float64)
-        copies = copies + np.asarray(dep.granularity.transfers(dep.model, t), dtype=np.float64)
-    else:
-        save = np.zeros_like(t)
-    efficiency = np.asarray(dep.link_efficiency, dtype=np.float64)
-    h2d = np.asarray(dep.link_bandwidth, dtype=np.float64) * efficiency
-    d2h = np.asarray(dep.link_d2h_bandwidth, dtype=np.float64) * efficiency
-    both = np.asarray(dep.link_duplex_bandwidth, dtype=np.float64) * efficiency
-    latency_time = copies * np.asarray(dep.transfer_latency, dtype=np.float64)
-    names = ["host-to-device", "device-to-host", "both directions", "host DRAM"]
-    if not dep.tier_fractions:
-        over_link = load
-        paths = [_divide(load, h2d), _divide(save, d2h), _divide(load + save, both),
-                 _divide(load + save, dep.host_dram_share)]
-    else:
-        over_link, from_dram, tier_paths, access = _tiers(dep, load, efficiency)
-        paths = [_divide(over_link, h2d), _divide(save, d2h), _divide(over_link + save, both),
-                 _divide(from_dram + save, dep.host_dram_share)]
+    terms = dep.terms
+    parts = transfer_parts(terms, k, t, all_paths=True)
+    paths = [np.asarray(p, dtype=np.float64) for p in parts.paths]
+    names = list(parts.names)
+    latency_time = np.asarray(parts.latency_time, dtype=np.float64)
+    if terms.tiers:
+        over_link, from_dram, tier_paths, access = _tiers(
+            dep, np.asarray(parts.load, dtype=np.float64),
+            np.asarray(dep.link_efficiency, dtype=np.float64))
+        save = np.asarray(parts.save, dtype=np.float64)
+        paths = [over_link / terms.h2d, save / terms.d2h, (over_link + save) / terms.both,
+                 (from_dram + save) / terms.dram]
         for name, time in tier_paths:
             paths.append(time)
             names.append(name)
         latency_time = latency_time + np.where(k > 0, access, 0.0)
-    scale_up = np.zeros_like(load)
-    if dep.model.is_mla and dep.tp > 1 and dep.mla_tp_load != "every-rank":
-        latent = np.asarray(kv_bytes(dep.model, k, dep.kv_dtype), dtype=np.float64)
-        if dep.mla_tp_load == "rank0-broadcast":
-            scale_up = np.asarray(broadcast_time(dep, latent), dtype=np.float64)
-        else:
-            scale_up = np.asarray(allgather_time(dep, latent), dtype=np.float64)
     return TransferBreakdown(
-        bytes_per_rank=scalar_or_array(load),
-        save_bytes=scalar_or_array(np.asarray(save)),
-        copies=scalar_or_array(copies),
-        paths=tuple(scalar_or_array(np.asarray(p)) for p in paths),
+        bytes_per_rank=scalar_or_array(np.asarray(parts.load, dtype=np.float64)),
+        save_bytes=scalar_or_array(np.asarray(parts.save, dtype=np.float64)),
+        copies=scalar_or_array(np.asarray(parts.copies, dtype=np.float64)),
+        paths=tuple(scalar_or_array(p) for p in paths),
         path_names=tuple(names),
-        scale_up_time=scalar_or_array(scale_up),
-        latency_time=scalar_or_array(np.asarray(latency_time)),
+        scale_up_time=scalar_or_array(np.asarray(parts.scale_up, dtype=np.float64)),
+        latency_time=scalar_or_array(latency_time),
     )
 
 
@@ -188,4 +164,9 @@ def transfer_time(
 ) -> Any:
     """Seconds the host link is busy for a request of ``new_tokens`` on top of
     ``cached_tokens`` cached tokens (broadcasts over arrays)."""
-    return transfer_breakdown(dep, cached_tokens, new_tokens).total
+    if dep.terms.tiers:
+        return transfer_breakdown(dep, cached_tokens, new_tokens).total
+    k = token_value("cached_tokens", cached_tokens)
+    t = token_value("new_tokens", new_tokens)
+    total = transfer_parts(dep.terms, k, t).total
+    return total if type(total) is float else scalar_or_array(np.asarray(total))

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import dtype_bytes, scalar_or_array, token_count
+from kvroof.cost.checks import dtype_bytes, scalar_or_array, token_count, token_value
 from kvroof.cost.params import attention_params, param_counts
-from kvroof.specs.model import GQAAttention, ModelSpec, MoEFFN
+from kvroof.specs.model import GQAAttention, ModelSpec
 
 if TYPE_CHECKING:
     from kvroof.cost.deployment import Deployment
@@ -42,17 +42,23 @@ if TYPE_CHECKING:
 __all__ = [
     "WeightBytes",
     "touched_expert_share",
+    "touched_share",
     "weight_bytes_per_rank",
     "weights_read_per_rank",
 ]
+
+
+def touched_share(miss: float, tokens: Any) -> Any:
+    """``1 - miss^tokens`` for validated floats or arrays: the share of a layer's experts that
+    ``tokens`` tokens touch when one token misses a given expert with probability ``miss``."""
+    return 1.0 - miss ** tokens
 
 
 def touched_expert_share(num_experts: int, experts_per_token: int, tokens: ArrayLike) -> Any:
     """Expected share of one MoE layer's routed experts that ``tokens`` tokens are routed to,
     ``1 - (1 - k/E)^tokens`` (uniform, independent top-k routing; 0 for no tokens)."""
     n = token_count("tokens", tokens)
-    miss = 1.0 - experts_per_token / num_experts
-    return scalar_or_array(1.0 - np.power(miss, n))
+    return scalar_or_array(np.asarray(touched_share(1.0 - experts_per_token / num_experts, n)))
 
 
 @dataclass(frozen=True)
@@ -114,12 +120,8 @@ def weight_bytes_per_rank(
 def weights_read_per_rank(dep: Deployment, tokens: ArrayLike) -> Any:
     """Weight bytes one rank reads from HBM in a forward pass over ``tokens`` tokens (one
     iteration): the always-read part plus the expected touched share of the routed experts."""
-    n = token_count("tokens", tokens)
-    parts = dep.weight_bytes
-    ffn = dep.model.ffn
-    if isinstance(ffn, MoEFFN):
-        share = np.asarray(touched_expert_share(ffn.num_experts, ffn.experts_per_token, n))
-        read = parts.always_read + parts.routed_experts * share
-    else:
-        read = np.full(np.shape(n), parts.always_read)
-    return scalar_or_array(np.where(n > 0, read, 0.0))
+    from kvroof.cost.terms import weights_read
+
+    n = token_value("tokens", tokens)
+    read = weights_read(dep.terms, n)
+    return read if type(read) is float else scalar_or_array(np.asarray(read, dtype=np.float64))
