@@ -56,6 +56,7 @@ from kvroof.workload.records import UNKNOWN_OUTPUT, Workload
 
 __all__ = [
     "MOONCAKE_BLOCK_TOKENS",
+    "MOONCAKE_SLICE",
     "RequestTrace",
     "load_mooncake_requests",
     "load_requests",
@@ -67,6 +68,10 @@ FloatArray = NDArray[np.float64]
 
 MOONCAKE_BLOCK_TOKENS = 512
 """Tokens per hash block in Mooncake's traces (FAST25-release/README.md)."""
+
+MOONCAKE_SLICE = Path(__file__).resolve().parent / "data" / "mooncake_conversation_5min.jsonl"
+"""The first five minutes (918 requests) of Mooncake's real conversation trace, shipped with
+kvroof (Apache-2.0; attribution in ``data/README.md`` beside it)."""
 
 DEFAULT_BLOCK_TOKENS = 512
 """Tokens per prefix block built for ShareGPT, document-QA and table traces: Mooncake's
