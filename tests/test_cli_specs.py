@@ -39,7 +39,7 @@ def test_show_model_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     data = json.loads(out)
     assert data["name"] == "deepseek-v3"
-    assert data["kv_bytes_per_token"] == 70_272  # 61 x (512 + 64) x 2 B (facts.md B3)
+    assert data["kv_bytes_per_token"] == 70_272  # 61 x (512 + 64) x 2 B (MLA latent + RoPE key)
     assert data["params_total"] == pytest.approx(671e9, rel=0.01)  # published 671B
     assert data["params_active"] > data["params_active_without_embedding"]
 

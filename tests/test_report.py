@@ -109,16 +109,68 @@ def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         ("compute_dtype: fp4\n", "compute_dtype: h100-sxm has no published peak for fp4"),
         ("models: [unclosed\n", "malformed YAML"),
         ("- a list\n", "expected a mapping"),
+        # numbers: finite, in range, integers written as integers; each names its key
+        ("new_tokens: .inf\n", "new_tokens: must be a finite number, got inf"),
+        ("new_tokens: 1e400\n", "new_tokens: must be a finite number, got '1e400'"),
+        ("new_tokens: 2e15\n",  # kvroof.cost.checks.MAX_TOKENS
+         "new_tokens: Input should be less than or equal to 1000000000000000 (got '2e15')"),
+        ("breakdown_tokens: [-128, .nan]\n",
+         "breakdown_tokens[0]: Input should be greater than 0 (got -128) (and 1 more problem)"),
+        ("breakdown_tokens: [128, .nan]\n", "breakdown_tokens[1]: must be a finite number"),
+        ("compute_efficiency: .nan\n", "compute_efficiency: must be a finite number, got nan"),
+        ("seed: -1\n", "seed: Input should be greater than or equal to 0 (got -1)"),
+        ("tp: true\n", "tp: Input should be a valid integer (got True)"),
+        ("synthetic_requests: 1e9\n", "synthetic_requests: Input should be a valid integer"),
+        ("synthetic_requests: 1000000000\n",
+         "synthetic_requests: at most 1,000,000 synthetic requests per workload (the report "
+         "draws three), got 1,000,000,000"),
+        # files: relative to the config's folder, there, and usable
+        ("workloads: [{path: nope.csv}]\n", "workloads[0].path: no such file: "),
+        ("workloads: [{path: .}]\n", "workloads[0].path: not a file: "),
+        ("workloads: [{path: mystery.txt}]\n", "workloads[0].path: "),
+        ("measurements: nope\nmeasured_system: dgx-h100\n", "measurements: no such folder: "),
+        ("measurements: .\nmeasured_system: dgx-h100\n", "measurements: "),
+        ("measurements: empty\nmeasured_system: dgx-h100\n", "measurements: "),
     ],
 )
 def test_bad_config(tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(text)
+    (tmp_path / "mystery.txt").write_text("hello\n")  # no format can be told
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "prefill.csv").write_text("")
     with pytest.raises(SpecError) as info:
         load_report_config(path, REG)
     assert str(path) in str(info.value) and fragment.replace(".[", "[") in str(
         info.value).replace(".[", "["), str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("workloads: [{path: mystery.txt}]\n",
+         "workloads[0].path: {tmp}/mystery.txt: cannot tell the format"),
+        ("measurements: .\nmeasured_system: dgx-h100\n",
+         "measurements: {tmp} holds no prefill.csv"),
+        ("measurements: empty\nmeasured_system: dgx-h100\n",
+         "measurements: {tmp}/empty/prefill.csv: empty file (no header row)"),
+    ],
+)
+def test_bad_inputs_are_found_before_any_work(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, fragment: str) -> None:
+    """Traces and measurements are checked when the config is read: one line naming the
+    config and the key, exit 2, and no output folder (it used to be made first, and left)."""
+    (tmp_path / "mystery.txt").write_text("hello\n")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "prefill.csv").write_text("")
+    config = tmp_path / "c.yaml"
+    config.write_text(text)
+    code, out, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--config",
+                         str(config), "--quiet")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"kvroof: error: {config}: {fragment.format(tmp=tmp_path)}"), err
+    assert not (tmp_path / "out").exists()
 
 
 def test_bad_config_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -165,6 +217,25 @@ def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
          "--new: expected numbers"),
         (["plot", "breakdown", "--model", "qwen3-32b", "--system", "dgx-h100", "--tps", "0"],
          "--tps: expected positive integers"),
+        # an empty list or item used to fall back to the default or vanish without a word
+        (["plot", "kappa-vs-t", "--model", "qwen3-32b", "--system", "dgx-h100", "--tps", ""],
+         "--tps: expected integers separated by commas, got ''"),
+        (["plot", "kappa-vs-t", "--model", "qwen3-32b", "--system", "dgx-h100", "--tps", "1,,8"],
+         "--tps: expected integers separated by commas, got '1,,8'"),
+        (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests", ""],
+         "--requests: expected T:K pairs separated by commas, got ''"),
+        (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--new", "64,"],
+         "--new: expected numbers separated by commas, got '64,'"),
+        (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--cached", "inf"],
+         "--cached: expected positive finite numbers, got 'inf'"),
+        (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
+          "1:inf"], "--requests: cached_tokens: must be finite"),
+        # the cost model's limit (kvroof.cost.checks.MAX_TOKENS) under the flag's name
+        (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--cached",
+          "1e300"], "--cached: at most 1e+15 tokens"),
+        (["plot", "what-if", "--model", "qwen3-32b", "--system", "dgx-h100", "--new-tokens",
+          "1e20"], "--new-tokens: at most 1e+15 tokens"),
+        (["--spec-path", "", "plot", "roofline"], "--spec-path: expected a folder"),
     ],
 )
 def test_cli_plot_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -200,6 +271,21 @@ def test_cli_plot_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     code, _, err = run(capsys, "plot", "roofline", "--system", "paper-testbed", "--model",
                        "qwen3-235b-a22b", "-o", str(tmp_path / "r.png"))
     assert code == 0, err
+
+
+def test_an_error_mid_report_leaves_no_folder(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path) -> None:
+    """A trace that passes the up-front checks (its format can be told) but is broken further
+    down fails while the report is built: one line, exit 2, and no output folder left behind
+    (the report is built apart; it used to leave a folder of the figures made so far)."""
+    (tmp_path / "t.csv").write_text("T,K\n1,2\n3,x\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("models: [llama-3.1-8b]\nworkloads: [{path: t.csv}]\n")
+    code, out, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--config",
+                         str(config), "--quiet")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "t.csv: line 3: 'cached_tokens' must be an integer, got 'x'" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "t.csv"]
 
 
 def test_every_report_deployment_fits_or_is_marked() -> None:

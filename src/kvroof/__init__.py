@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "get_link": "kvroof.lookup",
     "get_system": "kvroof.lookup",
     "KvroofError": "kvroof.errors",
+    "explore": "kvroof.explore",
     "SpecError": "kvroof.errors",
     "UnknownNameError": "kvroof.errors",
     "UnitError": "kvroof.units",
@@ -119,6 +120,7 @@ __all__ = [
     "decode_flops",
     "default_registry",
     "deployment",
+    "explore",
     "fit_problem",
     "get_accelerator",
     "get_link",
@@ -187,6 +189,7 @@ if TYPE_CHECKING:
         weights_read_per_rank,
     )
     from kvroof.errors import KvroofError, SpecError, UnknownNameError
+    from kvroof.explore import explore
     from kvroof.lookup import get_accelerator, get_link, get_model, get_system
     from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier
     from kvroof.specs.hf import model_from_hf_config

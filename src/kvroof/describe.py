@@ -105,7 +105,7 @@ def spec_file_data(spec: Spec) -> dict[str, Any]:
     return {"spec": type(spec).kind_name, **_model_data(spec)}
 
 
-def derived_figures(spec: Spec) -> dict[str, float]:
+def derived_figures(spec: BaseModel) -> dict[str, float]:
     """Figures computed from the spec (SI): parameters and KV bytes for models."""
     if not isinstance(spec, ModelSpec):
         return {}

@@ -2,9 +2,48 @@
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
+from typing import Any
 
-__all__ = ["KvroofError", "SpecError", "UnknownNameError"]
+__all__ = ["KvroofError", "SpecError", "UnknownNameError", "clip", "short_repr"]
+
+SHORT: int = 80
+"""Characters of a user's value an error message shows at most."""
+
+
+class _ShortRepr(reprlib.Repr):
+    """reprlib's bounded repr (a few items per level, a few levels), safe on any input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxlist = self.maxtuple = self.maxset = self.maxdict = 5
+        self.maxstring = SHORT
+        self.maxother = SHORT
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:  # repr of a 5000-digit int raises (and is no use)
+            return f"<an integer of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_REPR = _ShortRepr()
+
+
+def clip(text: str, limit: int = SHORT) -> str:
+    """``text`` cut to ``limit`` characters (``...`` marks a cut)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def short_repr(value: Any, limit: int = SHORT) -> str:
+    """``repr(value)`` for an error message: bounded work, at most ``limit`` characters, so
+    that no untrusted input is ever shown (or even formatted) whole."""
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a broken __repr__ must not hide the error being reported
+        text = f"<{type(value).__name__}>"
+    return clip(text, limit)
 
 
 class KvroofError(ValueError):
@@ -33,7 +72,8 @@ class UnknownNameError(KvroofError, LookupError):
         self.name = name
         self.suggestions = suggestions
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {kind} {name!r}{hint} (`kvroof list {kind}s` lists them)")
+        super().__init__(
+            f"unknown {kind} {short_repr(name)}{hint} (`kvroof list {kind}s` lists them)")
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -22,7 +22,7 @@ import re
 from enum import StrEnum
 from typing import Final
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 __all__ = [
     "Kind",
@@ -96,8 +96,11 @@ def _build_units() -> dict[str, tuple[Kind, float]]:
 
 
 _UNITS: Final = _build_units()
+# Possessive quantifiers (``*+``, ``?+``): no backtracking, so matching is linear in the text
+# (the plain pattern took 36 s on 2,000 digits followed by " x y").
 _QUANTITY_RE: Final = re.compile(
-    r"^\s*(?P<number>[-+]?(?:\d[\d_]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<unit>\S*)\s*$"
+    r"^\s*+(?P<number>[-+]?+(?:\d[\d_]*+(?:\.\d*+)?+|\.\d++)(?:[eE][-+]?+\d++)?+)"
+    r"\s*+(?P<unit>\S*+)\s*+$"
 )
 
 
@@ -110,31 +113,33 @@ def parse_quantity(text: str | float | int, kind: Kind) -> float:
     >>> parse_quantity("400 Gb/s", Kind.BANDWIDTH)
     50000000000.0
     """
+    shown = short_repr(text)
     if isinstance(text, bool) or not isinstance(text, str):
         raise UnitError(
-            f"{text!r} has no unit; write the {kind.value} with a unit, like {kind.example!r}"
+            f"{shown} has no unit; write the {kind.value} with a unit, like {kind.example!r}"
         )
     match = _QUANTITY_RE.match(text)
     if match is None:
-        raise UnitError(f"{text!r} is not a number with a unit, like {kind.example!r}")
+        raise UnitError(f"{shown} is not a number with a unit, like {kind.example!r}")
     unit = match.group("unit")
     if not unit:
         raise UnitError(
-            f"{text!r} has no unit; write the {kind.value} with a unit, like {kind.example!r}"
+            f"{shown} has no unit; write the {kind.value} with a unit, like {kind.example!r}"
         )
     if unit not in _UNITS:
         raise UnitError(
-            f"{text!r}: unknown unit {unit!r} (expected a {kind.value} like {kind.example!r})"
+            f"{shown}: unknown unit {short_repr(unit, 40)} (expected a {kind.value} like "
+            f"{kind.example!r})"
         )
     unit_kind, factor = _UNITS[unit]
     if unit_kind is not kind:
         raise UnitError(
-            f"{text!r} is a {unit_kind.value}, but a {kind.value} is expected here "
+            f"{shown} is a {unit_kind.value}, but a {kind.value} is expected here "
             f"(like {kind.example!r})"
         )
     value = float(match.group("number").replace("_", "")) * factor
     if not math.isfinite(value) or value < 0:
-        raise UnitError(f"{text!r}: a {kind.value} must be finite and not negative")
+        raise UnitError(f"{shown}: a {kind.value} must be finite and not negative")
     return value
 
 

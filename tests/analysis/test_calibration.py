@@ -41,14 +41,17 @@ LAYERS = 8
 
 
 def synthetic_results(folder: Path, noise: float, seed: int = 0,
-                      layers: int = LAYERS) -> Path:
+                      layers: int = LAYERS,
+                      ts: tuple[int, ...] = (16, 64, 256, 512, 1024, 2048, 4096),
+                      ks: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
+                                             65536)) -> Path:
     """Rows measured on a 'machine' that behaves exactly like the calibrated cost model."""
     rng = np.random.default_rng(seed)
     truth = SYSTEM.model_copy(update={"calibration": TRUE})
     dep = stack_deployment(SHAPE, layers, truth, ACCELERATOR, LINK)
     rows = []
-    for t in (16, 64, 256, 512, 1024, 2048, 4096):
-        for k in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536):
+    for t in ts:
+        for k in ks:
             serial = ttft(dep, t, k, "serial")
             overlapped = float(ttft(dep, t, k, "layerwise").ttft)
 
@@ -185,3 +188,79 @@ def test_report_with_measurements(tmp_path: Path) -> None:
     bad.write_text("measurements: m\n")
     with pytest.raises(KvroofError, match="measured_system"):
         load_report_config(bad, REG)
+
+
+def test_single_t_fits_a_constant_and_says_so(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows of one T cannot show how efficiency grows with T: a constant, T_half = 0, and a
+    note. Without noise every row achieves TRUE's efficiency at T = 256:
+    0.7 x 256 / (256 + 96) = 0.50909."""
+    results = synthetic_results(tmp_path, 0.0, ts=(256,))
+    result = calibrate(read_results(results), SYSTEM, ACCELERATOR, LINK)
+    assert result.calibration.compute_half_tokens == 0.0
+    assert result.calibration.compute_efficiency_max == pytest.approx(0.7 * 256 / 352, rel=1e-9)
+    assert any(n.startswith("every row has T = 256: the growth of compute efficiency")
+               for n in result.notes)
+    assert main(["calibrate", str(results), "--system", "dgx-h100"]) == 0
+    assert "note: every row has T = 256" in capsys.readouterr().out
+
+
+def test_degenerate_rows_name_the_file(tmp_path: Path) -> None:
+    """One K for every row: the link fit has one size; one layer: nothing overlaps. Both are
+    one line naming the results file (they named no file before)."""
+    same_k = synthetic_results(tmp_path / "k", 0.0, ks=(4096,))
+    with pytest.raises(ResultsError) as info:
+        calibrate(read_results(same_k), SYSTEM, ACCELERATOR, LINK)
+    assert str(info.value) == (f"{same_k}: link fit: needs at least two different transfer "
+                               "sizes")
+    one_layer = synthetic_results(tmp_path / "l", 0.0, layers=1)
+    with pytest.raises(ResultsError, match=f"^{one_layer}: overlap fit: with one layer"):
+        calibrate(read_results(one_layer), SYSTEM, ACCELERATOR, LINK)
+
+
+def test_name_follows_the_spec_name_rule(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The loader skips a spec named '../../x y'; calibrate refuses to write one."""
+    results = synthetic_results(tmp_path, 0.0)
+    out = tmp_path / "x.yaml"
+    assert main(["calibrate", str(results), "--system", "dgx-h100", "--name", "../../x y",
+                 "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == ("kvroof: error: --name: '../../x y' is not a valid spec name (letters, "
+                   "digits and . _ + -, starting with a letter or digit)\n")
+    assert not out.exists()
+    with pytest.raises(KvroofError, match=r"^name: '-x' is not a valid spec name"):
+        calibrate(read_results(results), SYSTEM, ACCELERATOR, LINK, "-x")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"\x89PNG\r\n\x1a\n\xff\xfe", "prefill.csv: not UTF-8 text"),
+        (b"model,T\x00\n", "unknown column(s) 'T\\x00'"),  # shown escaped
+        (b"x" * 70_000, "prefill.csv: line 1 is longer than 65,536 characters"),
+        (b'model,"' + b"x" * 200_000 + b'"\n', "prefill.csv: line 1 is longer"),
+    ],
+)
+def test_hostile_results_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                             content: bytes, fragment: str) -> None:
+    path = tmp_path / "prefill.csv"
+    path.write_bytes(content)
+    assert main(["calibrate", str(path), "--system", "dgx-h100"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err, err
+
+
+def test_hostile_results_header(tmp_path: Path) -> None:
+    path = synthetic_results(tmp_path, 0.0)
+    header = path.with_suffix(".json")
+    header.write_text('{"benchmark": ' + "[" * 5000 + "]" * 5000 + "}")
+    with pytest.raises(ResultsError, match=r"prefill.json: nested deeper than 32 levels"):
+        read_results(path)
+    header.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ResultsError, match=r"prefill.json: not UTF-8 text"):
+        read_results(path)
+    header.write_text('{"benchmark": "' + "x" * 10_000 + '", "schema_version": 1}')
+    with pytest.raises(ResultsError) as info:
+        read_results(path)
+    assert len(str(info.value)) < len(str(header)) + 200  # the value is cut, not shown whole

@@ -1,7 +1,8 @@
 """Prefill FLOPs, hand-derived for Qwen3-235B-A22B (GQA MoE), DeepSeek-V3 (MLA MoE, both MLA
 modes) and Llama-3.1-70B (dense GQA) at T = 128 new tokens on K = 4096 cached tokens.
 
-Every expected number below is written out from the architecture fields (facts.md B1) and the
+Every expected number below is written out from the architecture fields of each model's
+config.json (tests/data/hf_configs; public origins in tests/data/hf_configs/SOURCES.md) and the
 conventions in kvroof.cost.flops' docstring, independently of the code."""
 
 from __future__ import annotations

@@ -1,5 +1,10 @@
-"""KV bytes per token against ../shared/docs/facts.md table B3 (exact, bf16) and, for the models
-added since, hand derivations from their config.json; and the scaling by KV dtype and sliding
+"""KV bytes per token (exact, bf16) against hand derivations from each model's config.json
+(tests/data/hf_configs; public origins in tests/data/hf_configs/SOURCES.md). MLA caches the latent
+and the decoupled RoPE key, kv_cache[..., kv_lora_rank] + pe_cache[..., qk_rope_head_dim], as in
+github.com/deepseek-ai/DeepSeek-V3 inference/model.py. Public cross-checks: Mooncake FAST'25
+(kvcache-ai/Mooncake FAST25-release/Mooncake-FAST25.pdf section 5.3.1: LLaMA3-70B 320 KB per
+token) and "Insights into DeepSeek-V3" (arXiv 2505.09343, Table 1: 516.096 KB for
+LLaMA-3.1-405B; not re-verified here). Also the scaling by KV dtype and sliding
 windows (hand derivations written next to each case)."""
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
 
-# name: (bytes per token in bf16, derivation) -- facts.md B3
+# name: (bytes per token in bf16, derivation from config.json)
 B3 = {
     "qwen3-235b-a22b": (192_512, "94 layers x 2 (K,V) x 4 kv heads x 128 x 2 B"),
     "qwen3-30b-a3b": (98_304, "48 x 2 x 4 x 128 x 2"),
@@ -27,7 +32,7 @@ B3 = {
 }
 
 
-# Models added after facts.md B3, derived here by hand from each config.json:
+# Further models, derived here by hand from each config.json:
 # name: (layers holding every token, kv heads, head_dim, bytes per token in bf16)
 # bytes = 2 (K,V) x kv_heads x head_dim x 2 B x layers.
 HAND = {
@@ -85,7 +90,8 @@ def test_sliding_window_bytes_are_bounded(registry: Registry) -> None:
     # K <= 128: all 36 layers hold every token.
     assert kv_bytes(model, 100) == 36 * 2048 * 100
     # K > 128: 18 full layers hold K tokens, 18 sliding layers hold 128 each.
-    # facts.md B3: 18 x 128 x 2048 = 4,718,592 B per sequence for the sliding layers.
+    # sliding_window 128 on the 18 even layers (github.com/openai/gpt-oss gpt_oss/torch/model.py):
+    # 18 x 128 x 2048 = 4,718,592 B per sequence for the sliding layers.
     assert kv_bytes(model, 65_536) == 18 * 2048 * 65_536 + 4_718_592
 
 

@@ -1,8 +1,10 @@
-"""Parameter counts against the publishers' figures (../shared/docs/facts.md table B2).
+"""Parameter counts against the publishers' figures (each model spec's sources.published names
+the public page, e.g. github.com/deepseek-ai/DeepSeek-V3 README.md, github.com/openai/gpt-oss
+README.md, github.com/MoonshotAI/Kimi-K2 README.md, the Qwen3 model cards, arXiv 2401.04088).
 
 One convention for every model (see kvroof.cost.params). Where a publisher rounds or counts a
 different set of weights, the case says how and checks exactly that, never a bent convention.
-The computed values themselves agree with the independent computation in facts.md B2
+The computed values themselves were checked by an independent hand computation from the configs
 (e.g. Qwen3-235B-A22B 235.09B / 22.19B, DeepSeek-V3 671.03B / 37.55B / 36.62B w/o embedding).
 """
 

@@ -141,6 +141,7 @@ def test_cli_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "measure", "link", "--device", "cpu", "-o", str(afile))
     assert code == 2 and err.endswith("exists and is not a folder\n")
     if not torch.cuda.is_available():
-        code, _, err = run(capsys, "measure", "link", "--device", "cuda", "-o", str(tmp_path))
+        code, _, err = run(capsys, "measure", "link", "--device", "cuda", "-o",
+                           str(tmp_path / "out"))
         assert code == 2 and err.count("\n") == 1
         assert "sees no CUDA device; use --device cpu" in err

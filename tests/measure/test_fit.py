@@ -100,7 +100,7 @@ def test_kappa_crit_outside_the_grid() -> None:
 def test_layer_shape_matches_registry_kv_bytes(registry: Registry) -> None:
     model = registry.model("llama-3.1-8b")
     shape, notes = layer_shape(model)
-    # kvroof.cost: 2 x 8 KV heads x 128 x 2 B = 4096 B per token per layer (facts.md B3)
+    # kvroof.cost: 2 x 8 KV heads x 128 x 2 B = 4096 B per token per layer (Llama-3.1-8B config)
     assert shape.kv_elements_per_token * 2 == kv_bytes_per_token_per_layer(model) == 4096
     assert (shape.hidden, shape.num_heads, shape.intermediate) == (4096, 32, 14336)
     assert notes == []

@@ -172,6 +172,32 @@ def test_python_construction_takes_si_floats() -> None:
         Link(name="x", kind="pcie", peak_bandwidth=0.0)
 
 
+def test_long_values_are_cut_and_fast(tmp_path: Path) -> None:
+    """A quantity of a million digits followed by junk: one short line, at once (the former
+    pattern backtracked cubically: 36 s for 2,000 digits); the value shown is cut to 80
+    characters."""
+    path = write(tmp_path, GOOD_ACCELERATOR.replace("1 TB/s", '"' + "1" * 1_000_000 + ' x y"'))
+    error = expect_error(path, "hbm_bandwidth", "is not a number with a unit")
+    assert len(str(error)) < 250
+    path = write(tmp_path, GOOD_MODEL.replace("total: 1M", "total: " + "1" * 1_000_000 + " x"))
+    expect_error(path, "published.total", "expected a count like '235B'")
+
+
+def test_huge_integer_count(tmp_path: Path) -> None:
+    """A 400-digit integer is beyond any float: an error, not an OverflowError traceback."""
+    path = write(tmp_path, GOOD_MODEL.replace("total: 1M", "total: 1" + "0" * 400))
+    expect_error(path, "published.total", "must be positive and finite, got <an integer of")
+
+
+def test_counts_have_a_ceiling(tmp_path: Path) -> None:
+    """A count past kvroof.specs.base.MAX_COUNT (1e12) used to load, and `kvroof show` then
+    ended in an OverflowError traceback (10**4000 layers)."""
+    path = write(tmp_path, GOOD_MODEL.replace("num_layers: 2", "num_layers: 1" + "0" * 4000))
+    expect_error(path, "num_layers", "less than or equal to 1000000000000 (got <an integer of")
+    path = write(tmp_path, GOOD_MODEL.replace("hidden_size: 64", "hidden_size: 1" + "0" * 13))
+    expect_error(path, "hidden_size", "less than or equal to 1000000000000")
+
+
 GOOD_SYSTEM = """\
 spec: system
 name: toy-box

@@ -172,6 +172,7 @@ def test_head_dim_default_warns() -> None:
         model_from_hf_config(config)
 
 
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")  # Llama-3.1 configs leave it out
 def test_weight_format_from_quantization_config() -> None:
     """fp8 (DeepSeek-V3's quantization_config) -> FP8 linear layers, bf16 embeddings; mxfp4
     (gpt-oss) -> MXFP4 experts of a MoE; awq/gptq bits -> int4/int8; torch_dtype otherwise."""
@@ -196,6 +197,7 @@ def test_weight_format_from_quantization_config() -> None:
     ({"quantization_config": "fp8"}, "quantization_config", "expected a mapping"),
     ({"torch_dtype": "float64"}, "torch_dtype", "unsupported dtype 'float64'"),
 ])
+@pytest.mark.filterwarnings("ignore:.*head_dim missing")
 def test_bad_quantization_config(change: dict[str, Any], field: str, fragment: str) -> None:
     with pytest.raises(SpecError) as info:
         model_from_hf_config({**load("llama-3.1-8b"), **change})

@@ -72,6 +72,51 @@ def test_user_spec_overrides_builtin_with_warning(tmp_path: Path) -> None:
     assert not entry.builtin
 
 
+def test_override_takes_over_the_builtin_aliases(tmp_path: Path) -> None:
+    """The built-in h100-sxm's alias is h100 (hardware_specs/accelerators/h100-sxm.yaml); a user
+    h100-sxm that lists only its own alias still answers to h100, and the warning stays."""
+    assert "h100" in Registry(use_env=False).accelerator("h100-sxm").aliases
+    folder = user_folder(tmp_path, name="h100-sxm", display="My H100", alias="my-h100")
+    with pytest.warns(SpecWarning, match="overrides"):
+        registry = Registry([folder], use_env=False)
+    assert registry.accelerator("h100").display_name == "My H100"  # unknown before
+    assert registry.accelerator("my-h100").display_name == "My H100"
+
+
+def test_an_alias_claimed_elsewhere_is_not_inherited(tmp_path: Path) -> None:
+    folder = user_folder(tmp_path, name="h100-sxm", display="My H100", alias="my-h100")
+    user_folder(tmp_path, name="other-gpu", display="Other", alias="h100")
+    with pytest.warns(SpecWarning, match="overrides"):
+        registry = Registry([folder], use_env=False)
+    assert registry.accelerator("h100").display_name == "Other"
+    assert registry.accelerator("h100-sxm").display_name == "My H100"
+
+
+def test_a_dropped_override_leaves_the_builtin(tmp_path: Path) -> None:
+    folder = user_folder(tmp_path, name="h100-sxm", display="My H100", alias="my-h100")
+    text = (folder / "h100-sxm.yaml").read_text().replace("pcie-gen4-x16", "nope")
+    (folder / "h100-sxm.yaml").write_text(text)
+    with pytest.warns(SpecWarning):
+        registry = Registry([folder], use_env=False)
+    (problem,) = registry.problems
+    assert "host_link: no link named 'nope'" in problem and "stays" in problem
+    builtin = registry.entry("accelerator", "h100")
+    assert builtin.builtin and builtin.spec.name == "h100-sxm"
+
+
+def test_a_file_as_spec_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kvroof.cli import main
+
+    path = user_folder(tmp_path) / "my-gpu.yaml"
+    with pytest.warns(SpecWarning):
+        registry = Registry([path], use_env=False)
+    assert registry.problems == [f"{path}: is a file; a spec path names a folder of spec files "
+                                 "(put the file in a folder and give the folder)"]
+    assert main(["--spec-path", str(path), "list", "links"]) == 0
+    err = capsys.readouterr().err
+    assert err == f"kvroof: warning: skipped: {registry.problems[0]}\n"
+
+
 def test_broken_user_folder_does_not_hide_builtins(tmp_path: Path) -> None:
     folder = tmp_path / "broken"
     folder.mkdir()
@@ -107,3 +152,14 @@ def test_t4_has_no_bf16_and_says_so(registry: Registry) -> None:
         deployment("llama-3.2-1b", accelerator="t4", registry=registry)
     dep = deployment("llama-3.2-1b", accelerator="t4", compute_dtype="fp16", registry=registry)
     assert dep.peak_compute == 65e12
+
+
+def test_values_from_files_are_cut_in_messages(tmp_path: Path) -> None:
+    """A reference 10,000 characters long is shown cut to 80 (errors.short_repr)."""
+    folder = user_folder(tmp_path, alias="a" * 10_000)
+    text = (folder / "my-gpu.yaml").read_text().replace("pcie-gen4-x16", "x" * 10_000)
+    (folder / "my-gpu.yaml").write_text(text)
+    with pytest.warns(SpecWarning):
+        registry = Registry([folder], use_env=False)
+    (problem,) = registry.problems
+    assert "host_link: no link named 'xxx" in problem and len(problem) < len(str(folder)) + 150

@@ -113,7 +113,11 @@ def test_synth_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
           "/nonexistent/tokenizer.json"], "no such tokenizer file"),
         (["workload", "stats", str(SAMPLES / "docqa_sample.jsonl"), "--no-cache-documents",
           "--preloaded-documents"], "contradict each other"),
-        (["workload", "synth", "sharegpt", "-n", "0", "-o", "x.csv"], "-n: must be a positive"),
+        (["workload", "synth", "sharegpt", "-n", "0", "-o", "x.csv"],
+         "-n: expected a number of requests from 1 to 100,000,000, got 0"),
+        # synth.MAX_REQUESTS; the error used to name no flag
+        (["workload", "synth", "sharegpt", "-n", "1000000000000", "-o", "x.csv"],
+         "-n: expected a number of requests from 1 to 100,000,000, got 1,000,000,000,000"),
         (["workload", "synth", "sharegpt", "--seed", "-1", "-o", "x.csv"], "--seed: must not be"),
         (["workload", "synth", "sharegpt", "-o", "x.parquet"], "must end in .csv or .jsonl"),
     ],

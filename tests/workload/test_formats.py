@@ -44,7 +44,6 @@ def test_samples_are_small_and_load() -> None:
     [
         ("", "empty file"),
         ('{"a": 1}\n', r"cannot tell the format from the first record's fields \(a\)"),
-        ('{"conversations": []}\n', "one ShareGPT conversation per line"),
         ("{broken\n", "first line is not a JSON object"),
         ("hello\n", "cannot tell the format"),
     ],

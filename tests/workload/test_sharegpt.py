@@ -157,7 +157,10 @@ def test_conversation_without_user_turn_is_reported(write_json: Writer, words: A
         ("", "empty file"),
         ("   \n", "empty file"),
         ("[]", "the list of conversations is empty"),
-        ('{"doc_id": 1}\n{"doc_id": 2}\n', "starts with a JSON object, not a list"),
+        # JSON Lines are read as one conversation per line: a docqa file has none
+        ('{"doc_id": 1}\n{"doc_id": 2}\n',
+         "no usable conversations .2 bad conversations skipped, first: line 1: missing field "
+         "'conversations'"),
         ("new_tokens,cached_tokens\n1,2\n", "expected a JSON list"),
         ('[{"conversations": []}', "ends early"),
         ('[{"conversations": []}, ', "ends early"),

@@ -40,6 +40,7 @@ from kvroof.errors import KvroofError
 from kvroof.measure.link import fit_latency_bandwidth
 from kvroof.measure.prefill import LayerShape, measured_kappa_crit
 from kvroof.measure.results import PrefillRow, Results, ResultsError
+from kvroof.specs.base import check_spec_name
 from kvroof.specs.hardware import Accelerator, Calibration, Link, System
 
 __all__ = [
@@ -101,15 +102,27 @@ def _lstsq(design: np.ndarray[Any, Any], target: np.ndarray[Any, Any],
 def fit_compute_efficiency(
     new_tokens: ArrayLike, achieved: ArrayLike, peak: float
 ) -> tuple[float, float, str]:
-    """(eff_max, T_half, note) of ``eff(T) = eff_max x T / (T + T_half)``."""
+    """(eff_max, T_half, note) of ``eff(T) = eff_max x T / (T + T_half)``. Rows of a single T
+    say nothing about how the efficiency grows with T: the efficiency is then fitted as a
+    constant (T_half = 0) and the note says so."""
     t = np.asarray(new_tokens, dtype=np.float64)
     rate = np.asarray(achieved, dtype=np.float64)
     y = 1.0 / rate
+
+    def constant() -> float:
+        return float(np.sum(y * rate**2) / np.sum(rate**2))  # relative least squares
+
+    distinct = np.unique(t)
+    if distinct.size < 2:
+        note = (f"every row has T = {distinct[0]:g}: the growth of compute efficiency with T "
+                "cannot be fitted; fitted as a constant (T_half = 0); measure several T to fit "
+                "it")
+        return 1.0 / (constant() * peak), 0.0, note
     design = np.column_stack([np.ones_like(t), 1.0 / t])
     a, b = _lstsq(design, y, rate)  # weights 1/y: relative error
     note = ""
     if b < 0 or a <= 0:
-        a, b = float(np.sum(y * rate**2) / np.sum(rate**2)), 0.0
+        a, b = constant(), 0.0
         note = ("compute efficiency does not grow with T in these rows; fitted as a constant "
                 "(T_half = 0)")
     return 1.0 / (a * peak), b / a, note
@@ -187,7 +200,11 @@ def fit_overlap_efficiency(
     n = np.asarray(layers, dtype=np.float64)
     base = (x + c) / n + (n - 1) / n * np.maximum(x, c)
     shorter = (n - 1) / n * np.minimum(x, c)
-    hidden_not = float(np.sum((o - base) * shorter / o**2) / np.sum(shorter**2 / o**2))
+    weight = float(np.sum(shorter**2 / o**2))
+    if weight == 0.0:  # one layer: nothing overlaps
+        raise KvroofError("overlap fit: with one layer nothing can overlap; measure a stack of "
+                          "two layers or more")
+    hidden_not = float(np.sum((o - base) * shorter / o**2) / weight)
     eta = 1.0 - hidden_not
     if 0.0 <= eta <= 1.0:
         return eta, ""
@@ -221,7 +238,15 @@ def calibrate(
     link: Link,
     name: str | None = None,
 ) -> CalibrationResult:
-    """Fit ``results`` (prefill rows with their JSON header) measured on ``system``."""
+    """Fit ``results`` (prefill rows with their JSON header) measured on ``system``; the
+    calibrated system is called ``name`` (default ``<system>-calibrated``), which must be a
+    valid spec name (:data:`kvroof.specs.base.NAME_RULE`). A fit that the rows cannot support
+    (one transfer size, say) is an error naming the results file."""
+    if name is not None:
+        try:
+            check_spec_name(name)
+        except ValueError as error:
+            raise KvroofError(f"name: {error}") from None
     rows = results.typed(PrefillRow)
     header = results.header or {}
     shape_data = (header.get("summary") or {}).get("shape")
@@ -250,25 +275,36 @@ def calibrate(
     compute_s = np.array([r.compute_s for r in rows])
     transfer_s = np.array([r.transfer_s for r in rows])
     flops = np.array([r.flops for r in rows])
-    eff_max, half, hbm_efficiency, compute_note = fit_roofline(
-        t, flops, compute_s, hbm_bytes_of_stack(shape, layers, system, accelerator, link, t, k),
-        peak, accelerator.hbm_bandwidth,
-        float(stack_deployment(shape, layers, system, accelerator, link)
-              .resolved_hbm_efficiency))
+    try:
+        eff_max, half, hbm_efficiency, compute_note = fit_roofline(
+            t, flops, compute_s,
+            hbm_bytes_of_stack(shape, layers, system, accelerator, link, t, k),
+            peak, accelerator.hbm_bandwidth,
+            float(stack_deployment(shape, layers, system, accelerator, link)
+                  .resolved_hbm_efficiency))
+        bandwidth, latency, link_note = fit_link(
+            [rows[i].kv_bytes for i in loaded], 2 * layers, transfer_s[loaded])
+        overlapped = [i for i, r in enumerate(rows) if r.overlap_s is not None]
+        eta: float | None = None
+        overlap_note = ("no overlapped runs (not measurable on a CPU): overlap efficiency not "
+                        "fitted")
+        if overlapped:
+            eta, overlap_note = fit_overlap_efficiency(
+                transfer_s[overlapped], compute_s[overlapped],
+                [rows[i].overlap_s or 0.0 for i in overlapped], [layers] * len(overlapped))
+    except KvroofError as error:
+        raise ResultsError(f"{results.path}: {error}") from None
+    fitted = {"compute efficiency": eff_max, "T_half": half, "HBM efficiency": hbm_efficiency,
+              "link bandwidth": bandwidth, "latency": latency, "overlap efficiency": eta}
+    bad = [k for k, v in fitted.items() if v is not None and not math.isfinite(v)]
+    if bad:
+        raise ResultsError(f"{results.path}: the rows do not determine {', '.join(bad)} (the "
+                           "fit is degenerate); measure more varied T and K")
     if eff_max > 1:
         raise KvroofError(
             f"{results.path}: measured compute reaches {eff_max:.2f}x the bf16 dense peak of "
             f"{accelerator.name}; the results come from other hardware than --system says"
         )
-    bandwidth, latency, link_note = fit_link(
-        [rows[i].kv_bytes for i in loaded], 2 * layers, transfer_s[loaded])
-    overlapped = [i for i, r in enumerate(rows) if r.overlap_s is not None]
-    eta: float | None = None
-    overlap_note = "no overlapped runs (not measurable on a CPU): overlap efficiency not fitted"
-    if overlapped:
-        eta, overlap_note = fit_overlap_efficiency(
-            transfer_s[overlapped], compute_s[overlapped],
-            [rows[i].overlap_s or 0.0 for i in overlapped], [layers] * len(overlapped))
     calibration = Calibration(
         compute_efficiency_max=eff_max, compute_half_tokens=half,
         hbm_efficiency=hbm_efficiency, link_bandwidth=bandwidth,

@@ -20,7 +20,7 @@ from kvroof.cli import workload as workload_commands
 from kvroof.cli.common import CommandError
 from kvroof.errors import KvroofError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["INTERRUPTED", "build_parser", "interrupted", "main"]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -65,8 +65,29 @@ def _one_line_warning(
     print(f"kvroof: warning: {message}", file=sys.stderr)
 
 
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT, as a shell reports it)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (2 for bad input, with one line on stderr)."""
+    """Run the command line; returns the exit status: 2 for bad input, with one line on
+    stderr; 130 after Ctrl-C, with the one line ``kvroof: interrupted`` (outputs are written
+    so that an interrupted command leaves the previous ones intact)."""
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        interrupted()
+        return INTERRUPTED
+
+
+def interrupted() -> None:
+    """Say ``kvroof: interrupted`` on stderr, on a line of its own (a progress bar drawn in
+    place on a terminal is cleared first)."""
+    clear = "\r\x1b[K" if getattr(sys.stderr, "isatty", lambda: False)() else ""
+    print(f"{clear}kvroof: interrupted", file=sys.stderr)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     previous = warnings.showwarning

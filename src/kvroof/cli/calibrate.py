@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from kvroof.cli.common import CommandError, print_json, print_table, registry_from_args
+from kvroof.errors import KvroofError
+from kvroof.outputs import write_text
+from kvroof.specs.base import check_spec_name
 from kvroof.units import Kind, format_quantity
 
 __all__ = ["register"]
@@ -46,6 +49,11 @@ def run_calibrate(args: argparse.Namespace) -> None:
     from kvroof.analysis.calibration import calibrate, calibrated_system_data
     from kvroof.measure.results import read_results
 
+    if args.name is not None:
+        try:
+            check_spec_name(args.name)
+        except ValueError as error:
+            raise CommandError(f"--name: {error}") from None
     registry = registry_from_args(args)
     system = registry.system(args.system)
     output = Path(args.output) if args.output else None
@@ -59,10 +67,9 @@ def run_calibrate(args: argparse.Namespace) -> None:
     if output is not None:
         data = calibrated_system_data(result, path)
         try:
-            output.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True),
-                              encoding="utf-8")
-        except OSError as error:
-            raise CommandError(f"-o: {output}: cannot write ({error.strerror})") from None
+            write_text(output, yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        except KvroofError as error:
+            raise CommandError(f"-o: {error}") from None
     if args.json:
         print_json({
             "system": result.system.name,

@@ -11,7 +11,8 @@ from typing import Any
 from kvroof.jsonsafe import json_safe
 from kvroof.specs.registry import Registry, default_registry
 
-__all__ = ["CommandError", "print_json", "print_table", "registry_from_args"]
+__all__ = ["CommandError", "flat_record", "print_csv", "print_json", "print_table",
+           "registry_from_args"]
 
 
 class CommandError(Exception):
@@ -21,6 +22,8 @@ class CommandError(Exception):
 def registry_from_args(args: argparse.Namespace) -> Registry:
     """The default registry, or one with the ``--spec-path`` folders added."""
     paths: list[str] = list(getattr(args, "spec_path", []) or [])
+    if any(not path.strip() for path in paths):
+        raise CommandError("--spec-path: expected a folder, got an empty name")
     return Registry(paths) if paths else default_registry()
 
 
@@ -28,6 +31,36 @@ def print_json(value: Any) -> None:
     """Print ``value`` as JSON (non-finite floats become null)."""
     json.dump(json_safe(value), sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def flat_record(value: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts flattened with dotted keys (``other_regime.kappa_crit``), lists joined."""
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, dict):
+            flat.update(flat_record(item, name + "."))
+        elif isinstance(item, list | tuple):
+            flat[name] = " ".join(str(v) for v in item)
+        else:
+            flat[name] = item
+    return flat
+
+
+def print_csv(rows: Sequence[dict[str, Any]]) -> None:
+    """Print records as CSV (the first record's keys as the header; SI numbers at full
+    precision, infinities as ``inf``, missing values empty)."""
+    import csv
+
+    if not rows:
+        return
+    header = list(rows[0])
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
+        writer.writerow(["" if row.get(key) is None else
+                         (repr(row[key]) if isinstance(row[key], float) else row[key])
+                         for key in header])
 
 
 def print_table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> None:

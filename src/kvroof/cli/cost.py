@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from kvroof.cli.common import print_json, print_table
+from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args, flag_error
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
@@ -33,6 +33,13 @@ def _add_regime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-budget", type=float, default=DEFAULT_TOKEN_BUDGET, metavar="N",
                         help="tokens of a full iteration, for the other regime shown beside "
                              f"the result (default {DEFAULT_TOKEN_BUDGET}, vLLM's)")
+
+
+def _add_output_flags(parser: argparse.ArgumentParser) -> None:
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    output.add_argument("--csv", action="store_true",
+                        help="print one CSV record (SI units; nested fields dotted)")
 
 
 def _iteration_tokens(dep: Deployment) -> float | None:
@@ -74,7 +81,7 @@ def register(commands: Any) -> None:
     kappa.add_argument("--new-tokens", type=float, default=128.0, metavar="T",
                        help="new tokens T for full mode (default 128)")
     _add_regime_flags(kappa)
-    kappa.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    _add_output_flags(kappa)
     kappa.set_defaults(handler=run_kappa)
 
     ttft_parser = commands.add_parser("ttft", help="time to first token of one request")
@@ -84,7 +91,7 @@ def register(commands: Any) -> None:
     ttft_parser.add_argument("--overlap", choices=OVERLAP_MODES, default="serial",
                              help="serial (paper Eq. 5), layerwise or ideal (default serial)")
     _add_regime_flags(ttft_parser)
-    ttft_parser.add_argument("--json", action="store_true", help="print JSON (SI units)")
+    _add_output_flags(ttft_parser)
     ttft_parser.set_defaults(handler=run_ttft)
 
 
@@ -201,6 +208,9 @@ def run_kappa(args: argparse.Namespace) -> None:
     if args.json:
         print_json(report)
         return
+    if args.csv:
+        print_csv([flat_record(report)])
+        return
     rows = [
         ["deployment", dep.label],
         ["mode", args.mode + (f" (T = {args.new_tokens:g})" if args.mode == "full" else "")],
@@ -282,6 +292,9 @@ def run_ttft(args: argparse.Namespace) -> None:
         raise flag_error(error) from None
     if args.json:
         print_json(report)
+        return
+    if args.csv:
+        print_csv([flat_record(report)])
         return
 
     def seconds(key: str) -> str:

@@ -19,7 +19,7 @@ from kvroof.cost.deployment import (
 )
 from kvroof.cost.flops import MLA_MODES
 from kvroof.cost.host_memory import LOCALITIES
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.units import Kind, UnitError, parse_quantity
 
@@ -130,7 +130,7 @@ def _tiers(values: list[str]) -> dict[str, float]:
         except ValueError:
             sep = ""
         if not sep or not name:
-            raise KvroofError(f"--tier: expected NAME=FRACTION, got {value!r}")
+            raise KvroofError(f"--tier: expected NAME=FRACTION, got {short_repr(value)}")
     return tiers
 
 

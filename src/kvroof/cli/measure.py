@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
-from kvroof.cli.common import CommandError, registry_from_args
+from kvroof.cli.common import registry_from_args
 from kvroof.measure import (
     ComputeSettings,
     LinkSettings,
@@ -24,6 +23,7 @@ from kvroof.measure import (
     run_prefill,
     write_results,
 )
+from kvroof.outputs import OutputFolder
 from kvroof.units import Kind, format_quantity
 
 __all__ = ["register"]
@@ -53,7 +53,11 @@ def register(commands: Any) -> None:
                          help="small grids and few repeats (under a minute on a CPU)")
     measure.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
     measure.add_argument("-o", "--output", required=True, metavar="DIR",
-                         help="folder for the CSV and JSON files (created if missing)")
+                         help="folder for the CSV and JSON files (created if missing; one "
+                         "that is not empty must be one kvroof made, or give --force)")
+    measure.add_argument("--force", action="store_true",
+                         help="write into a non-empty folder that kvroof did not make (files "
+                         "of the same names are replaced, others kept)")
     measure.set_defaults(handler=run_measure)
 
 
@@ -112,9 +116,7 @@ def run_measure(args: argparse.Namespace) -> None:
     names = _BENCHMARKS if args.benchmark == "all" else (args.benchmark,)
     if "prefill" in names:
         layer_shape(model)  # an MLA model fails here, before anything runs
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise CommandError(f"{out}: exists and is not a folder")
+    out = OutputFolder(args.output, force=args.force, command="measure", flag="-o")
     device = pick_device(args.device)
     machine = machine_info(device)
     run = {
@@ -139,7 +141,10 @@ def run_measure(args: argparse.Namespace) -> None:
             result = run_prefill(model, device, PrefillSettings.default(device, args.quick),
                                  quiet=args.quiet)
         result.settings.update(run)
-        csv_path, json_path = write_results(out, result, machine)
+        if name == names[0]:
+            out.create()
+        csv_path, json_path = write_results(out.path, result, machine)
+        out.add(csv_path, json_path)
         print(f"{name}: wrote {csv_path} ({len(result.rows)} rows) and {json_path.name}")
         {"link": _print_link, "compute": _print_compute, "prefill": _print_prefill}[name](
             result.summary

@@ -4,6 +4,7 @@ Python functions in :mod:`kvroof.plot` (matplotlib is imported only when a plot 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +17,44 @@ from kvroof.cli.deployment_flags import (
 )
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.timing import OVERLAP_MODES
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 __all__ = ["register"]
 
 KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown")
 
 
+def _items(flag: str, text: str, what: str) -> list[str]:
+    """The comma-separated items of a flag's value; an empty value or an empty item (``''``,
+    ``'1,,2'``, ``'1,'``) is an error naming the flag, never silently dropped."""
+    items = [part.strip() for part in text.split(",")]
+    if not text.strip() or not all(items):
+        raise KvroofError(f"{flag}: expected {what} separated by commas, got "
+                          f"{short_repr(text)}")
+    return items
+
+
 def _int_list(flag: str, text: str) -> list[int]:
+    items = _items(flag, text, "integers")
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in items]
     except ValueError:
-        raise KvroofError(f"{flag}: expected integers separated by commas, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise KvroofError(f"{flag}: expected positive integers, got {text!r}")
+        raise KvroofError(f"{flag}: expected integers separated by commas, got "
+                          f"{short_repr(text)}") from None
+    if any(v < 1 for v in values):
+        raise KvroofError(f"{flag}: expected positive integers, got {short_repr(text)}")
     return values
 
 
 def _float_list(flag: str, text: str) -> list[float]:
+    items = _items(flag, text, "numbers")
     try:
-        values = [float(part) for part in text.split(",") if part.strip()]
+        values = [float(part) for part in items]
     except ValueError:
-        raise KvroofError(f"{flag}: expected numbers separated by commas, got {text!r}") from None
-    if not values or any(not v > 0 for v in values):
-        raise KvroofError(f"{flag}: expected positive numbers, got {text!r}")
+        raise KvroofError(f"{flag}: expected numbers separated by commas, got "
+                          f"{short_repr(text)}") from None
+    if any(not (math.isfinite(v) and v > 0) for v in values):
+        raise KvroofError(f"{flag}: expected positive finite numbers, got {short_repr(text)}")
     return values
 
 
@@ -118,7 +133,8 @@ def _draw(args: argparse.Namespace) -> Any:
         for item in args.hardware:
             accelerator, sep, link = item.partition(":")
             if not sep or not accelerator or not link:
-                raise KvroofError(f"--hardware: expected ACCELERATOR:LINK, got {item!r}")
+                raise KvroofError(
+                    f"--hardware: expected ACCELERATOR:LINK, got {short_repr(item)}")
             pairs.append((accelerator, link))
         registry = registry_from_args(args)
         hardware: list[plot.roofline.Hardware] = list(pairs)
@@ -142,28 +158,42 @@ def _draw(args: argparse.Namespace) -> Any:
             raise flag_error(error) from None
     if args.figure == "ceilings":
         dep = _deployments(args)[0]
-        if args.requests:
+        if args.requests is not None:
             requests = []
-            for item in args.requests.split(","):
+            for item in _items("--requests", args.requests, "T:K pairs"):
                 t, sep, k = item.partition(":")
                 try:
                     requests.append((float(t), float(k)))
                 except ValueError:
                     sep = ""
                 if not sep:
-                    raise KvroofError(f"--requests: expected T:K pairs, got {item!r}")
-            return plot.ceilings_figure(dep, requests)
+                    raise KvroofError(f"--requests: expected T:K pairs, got {short_repr(item)}")
+            try:
+                return plot.ceilings_figure(dep, requests)
+            except KvroofError as error:
+                raise KvroofError(f"--requests: {error}") from None
         return plot.ceilings_figure(dep)
     if args.figure == "kappa-vs-t":
-        tps = _int_list("--tps", args.tps) if args.tps else [args.tp]
+        tps = _int_list("--tps", args.tps) if args.tps is not None else [args.tp]
         deps = [d for tp in tps for d in _deployments(args, tp=tp)]
         return plot.kappa_vs_t_figure(deps)
     if args.figure == "overhead":
-        return plot.overhead_figure(_deployments(args)[0], _float_list("--cached", args.cached),
-                                    _float_list("--new", args.new), args.metric, args.overlap)
+        dep = _deployments(args)[0]
+        cached, new = _float_list("--cached", args.cached), _float_list("--new", args.new)
+        try:
+            return plot.overhead_figure(dep, cached, new, args.metric, args.overlap)
+        except KvroofError as error:  # the grid's axes are these two flags
+            field, sep, rest = str(error).partition(": ")
+            flag = {"cached_tokens": "--cached", "new_tokens": "--new"}.get(field)
+            if flag is None or not sep:
+                raise
+            raise KvroofError(f"{flag}: {rest.split(', got ')[0]}") from None
     if args.figure == "what-if":
-        return plot.what_if_figure(_deployments(args), args.new_tokens,
-                                   registry=registry_from_args(args))
+        deps = _deployments(args)
+        try:
+            return plot.what_if_figure(deps, args.new_tokens, registry=registry_from_args(args))
+        except KvroofError as error:
+            raise flag_error(error) from None
     tps = _int_list("--tps", args.tps)
     try:
         return plot.ttft_breakdown_figure(_deployments(args)[0], args.new_tokens,

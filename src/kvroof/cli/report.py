@@ -18,10 +18,14 @@ def register(commands: Any) -> None:
                     "self-contained report.html into the output folder.",
     )
     report.add_argument("-o", "--output", default="kvroof-report", metavar="DIR",
-                        help="output folder (default kvroof-report; its parent must exist)")
+                        help="output folder (default kvroof-report; its parent must exist); "
+                             "the report is built apart and moved in when complete")
     report.add_argument("--config", metavar="FILE",
                         help="YAML with models, hardware and settings (see docs/report.md)")
     report.add_argument("--quiet", action="store_true", help="no progress lines")
+    report.add_argument("--force", action="store_true",
+                        help="write into a non-empty folder that kvroof did not make (files of "
+                             "the same names are replaced, others kept)")
     report.set_defaults(handler=run_report)
 
 
@@ -35,6 +39,6 @@ def run_report(args: argparse.Namespace) -> None:
         if not args.quiet:
             print(message, file=sys.stderr, flush=True)
 
-    result = build_report(args.output, config, registry, progress)
+    result = build_report(args.output, config, registry, progress, force=args.force)
     print(f"wrote {result.html} and {result.markdown.name} with {len(result.figures)} figures "
           f"and {len(result.tables)} tables in {result.seconds:.1f} s")

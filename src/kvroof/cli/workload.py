@@ -14,9 +14,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kvroof.cli.common import print_json, print_table
+from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 if TYPE_CHECKING:
     from kvroof.analysis.workload.bound import BoundShares
@@ -74,7 +74,11 @@ def register(commands: Any) -> None:
         "--lru-tokens", type=int, metavar="N",
         help="mooncake: prefix cache of N tokens with LRU eviction (default: unlimited)",
     )
-    stats.add_argument("--json", action="store_true", help="print a JSON object")
+    output = stats.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print a JSON object")
+    output.add_argument("--csv", action="store_true",
+                        help="print the statistics as CSV (one row per statistic and quantity; "
+                             "with --model, the transfer-bound shares after a blank line)")
     bound = stats.add_argument_group(
         "transfer-bound shares (give --model and --system or --accelerator)")
     bound.add_argument("--mode", choices=("paper", "full", "both"), default="both",
@@ -92,6 +96,9 @@ def register(commands: Any) -> None:
     synth.add_argument("kind", choices=_SYNTHETIC, help="which published workload to imitate")
     synth.add_argument("-n", type=int, default=10_000, help="number of requests (10000)")
     synth.add_argument("--seed", type=int, default=0, help="random seed (0)")
+    synth.add_argument("--max-context", type=int, default=131072, metavar="TOKENS",
+                       help="cut K so that T + K fits this context (default 131072, the 128K "
+                            "context of Llama-3.1 and DeepSeek-V3; 0: no cap)")
     synth.add_argument(
         "-o", "--output", required=True, metavar="FILE",
         help="output table: .csv or .jsonl (every row is marked synthetic)",
@@ -214,7 +221,8 @@ def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list
             try:
                 tp = int(tp_text)
             except ValueError:
-                raise KvroofError(f"--compare: expected SYSTEM[:TP], got {item!r}") from None
+                raise KvroofError(
+                    f"--compare: expected SYSTEM[:TP], got {short_repr(item)}") from None
         args_for = argparse.Namespace(**{**vars(args), "system": system, "accelerator": None,
                                          "link": None, "tp": tp})
         try:
@@ -266,6 +274,15 @@ def run_stats(args: argparse.Namespace) -> None:
             report["transfer_bound"] = [share.as_dict() for share in shares]
         print_json(report)
         return
+    if args.csv:
+        columns = {"new_tokens": stats.new_tokens, "cached_tokens": stats.cached_tokens,
+                   "kappa_ratio": stats.kappa_ratio, "output_tokens": stats.output_tokens}
+        print_csv([{"quantity": name, **dist.as_dict()} for name, dist in columns.items()
+                   if dist is not None])
+        if shares:
+            print()
+            print_csv([flat_record(share.as_dict()) for share in shares])
+        return
     for line in _heading(stats):
         print(line)
     print()
@@ -279,16 +296,20 @@ def run_stats(args: argparse.Namespace) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> None:
-    from kvroof.workload.synth import synthesize
+    from kvroof.workload.synth import MAX_REQUESTS, synthesize
     from kvroof.workload.table import table_kind, write_table
 
     output = Path(args.output)
-    table_kind(output)  # check the extension before drawing
-    if args.n < 1:
-        raise KvroofError(f"-n: must be a positive number of requests, got {args.n}")
+    table_kind(output, writing=True)  # check the extension before drawing
+    if not 1 <= args.n <= MAX_REQUESTS:
+        raise KvroofError(f"-n: expected a number of requests from 1 to {MAX_REQUESTS:,}, got "
+                          f"{args.n:,}")
     if args.seed < 0:
         raise KvroofError(f"--seed: must not be negative, got {args.seed}")
-    workload = synthesize(args.kind, args.n, args.seed)
+    if args.max_context < 0 or args.max_context == 1:
+        raise KvroofError(f"--max-context: expected 0 (no cap) or at least 2 tokens, got "
+                          f"{args.max_context}")
+    workload = synthesize(args.kind, args.n, args.seed, args.max_context or None)
     write_table(workload, output)
     print(f"wrote {len(workload):,} SYNTHETIC requests ({workload.name}, seed {args.seed}) "
           f"to {output}")

@@ -543,6 +543,35 @@ class Deployment:
             value = self.link.latency
         return scalar_or_array(np.asarray(value, dtype=np.float64))
 
+    def _repr_html_(self) -> str:
+        from kvroof.cost.memory_fit import memory_fit
+        from kvroof.display import html_table, number
+        from kvroof.units import Kind, format_quantity
+
+        def quantity(value: Any, kind: Kind) -> str:
+            array = np.asarray(value, dtype=np.float64)
+            if array.ndim:
+                return f"array {array.shape}"
+            return format_quantity(float(array), kind)
+
+        fit = memory_fit(self)
+        rows = [
+            ["model", self.model.label],
+            ["hardware", self.label.split(" on ", 1)[-1]],
+            ["dtypes", f"compute {self.compute_dtype}, KV {self.kv_dtype}, weights "
+                       f"{fit.weight_dtype}"],
+            ["compute (per GPU)", f"{quantity(self.effective_compute, Kind.COMPUTE)} "
+                                  f"({self.compute_efficiency_source})"],
+            ["HBM (per GPU)", quantity(self.effective_hbm_bandwidth, Kind.BANDWIDTH)],
+            ["host link (per GPU)", quantity(self.effective_bandwidth, Kind.BANDWIDTH)],
+            ["regime", "request alone" if self.iteration_tokens is None else
+             f"inside an iteration of {number(np.asarray(self.iteration_tokens))} tokens"],
+            ["memory (per GPU)", f"{format_quantity(fit.needed, Kind.CAPACITY)} of "
+                                 f"{format_quantity(fit.usable, Kind.CAPACITY)} usable"
+                                 + ("" if fit.fits else ": does not fit")],
+        ]
+        return html_table(rows, "deployment")
+
     @property
     def short_label(self) -> str:
         """Names only: model, system (or accelerator + link), TP."""

@@ -159,6 +159,37 @@ class KappaResult:
         reasons = _reasons(never, self._band)
         return reasons
 
+    def _repr_html_(self) -> str:
+        from kvroof.display import array_summary, html_table, number
+
+        if isinstance(self.never_transfer_bound, bool):
+            rows = [["new tokens T", number(self.new_tokens)],
+                    ["kappa_crit", "never transfer-bound" if self.never_transfer_bound
+                     else number(self.kappa_crit)],
+                    ["crossover K*", number(self.crossover_tokens)],
+                    ["method", self.method]]
+            if self.reason:
+                rows.append(["why", self.reason])
+            return html_table(rows, "kappa_crit (full mode)")
+        never = np.asarray(self.never_transfer_bound)
+        rows = [array_summary("kappa_crit", self.kappa_crit),
+                ["never transfer-bound", f"{int(never.sum())} of {never.size}"],
+                ["method", self.method]]
+        return html_table(rows, "kappa_crit grid (full mode); to_frame() for every point")
+
+    def to_frame(self) -> Any:
+        """A pandas DataFrame with one row per point: ``new_tokens``, ``kappa_crit``,
+        ``crossover_tokens``, ``never_transfer_bound`` and ``reason``."""
+        from kvroof.display import require_pandas
+
+        pandas = require_pandas()
+        shape = np.shape(self.kappa_crit)
+        columns = {name: np.broadcast_to(np.asarray(value), shape).ravel()
+                   for name, value in self.as_dict().items() if name != "method"}
+        frame = pandas.DataFrame(columns)
+        frame["method"] = self.method
+        return frame
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "new_tokens": self.new_tokens,

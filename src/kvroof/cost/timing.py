@@ -156,10 +156,11 @@ class TTFTResult:
     derived from them when read (a 1e7-point grid holds 32 bytes per point).
     """
 
-    __slots__ = ("_peak", "_tp", "compute", "flops", "overlap", "transfer", "ttft")
+    __slots__ = ("_cached", "_new", "_peak", "_tp", "compute", "flops", "overlap", "transfer",
+                 "ttft")
 
     def __init__(self, ttft: Any, compute: Any, transfer: Any, flops: Any, overlap: Overlap,
-                 tp: int, peak: Any) -> None:
+                 tp: int, peak: Any, new_tokens: Any = None, cached_tokens: Any = None) -> None:
         self.ttft = ttft
         self.compute = compute
         self.transfer = transfer
@@ -167,6 +168,8 @@ class TTFTResult:
         self.overlap: Overlap = overlap
         self._tp = tp
         self._peak = peak
+        self._new = new_tokens
+        self._cached = cached_tokens
 
     def __repr__(self) -> str:
         return (f"TTFTResult(ttft={self.ttft!r}, compute={self.compute!r}, "
@@ -229,6 +232,39 @@ class TTFTResult:
         value = self.achieved_flops / self._peak
         return value if type(value) is float else scalar_or_array(np.asarray(value))
 
+    def _repr_html_(self) -> str:
+        from kvroof.display import array_summary, html_table, number
+
+        if type(self.ttft) is float:
+            rows = [[key, number(value, "s" if key.endswith("_s") else "")]
+                    for key, value in self.as_dict().items()]
+            return html_table(rows, f"TTFT ({self.overlap})")
+        rows = [array_summary(name, getattr(self, name), "s")
+                for name in ("ttft", "compute", "transfer", "exposed_transfer")]
+        bound = np.asarray(self.transfer_bound)
+        rows.append(["transfer-bound", f"{100 * bound.mean():.1f}% of {bound.size} points"])
+        return html_table(rows, f"TTFT grid ({self.overlap}); to_frame() for every point")
+
+    def to_frame(self) -> Any:
+        """A pandas DataFrame with one row per (T, K) point: ``new_tokens``, ``cached_tokens``
+        and every field in SI (``ttft_s``, ``compute_s`` ...)."""
+        from kvroof.display import require_pandas
+
+        pandas = require_pandas()
+        fields = self.as_dict()
+        shape = np.shape(self.ttft)
+        columns: dict[str, Any] = {}
+        for name, value in (("new_tokens", self._new), ("cached_tokens", self._cached)):
+            if value is not None:
+                columns[name] = np.broadcast_to(np.asarray(value, dtype=np.float64),
+                                                shape).ravel()
+        for name, value in fields.items():
+            if name != "overlap":
+                columns[name] = np.broadcast_to(np.asarray(value), shape).ravel()
+        frame = pandas.DataFrame(columns)
+        frame["overlap"] = self.overlap
+        return frame
+
     def as_dict(self) -> dict[str, Any]:
         """Fields by name, with ``_s`` on the times (as the CLI's JSON prints them)."""
         return {
@@ -259,13 +295,15 @@ def _combine(x: Any, c: Any, layers: int, overlap: Overlap, eta: Any) -> Any:
 
 
 def _result(
-    dep: Deployment, flops: Any, transfer: Any, compute: Any, overlap: Overlap
+    dep: Deployment, flops: Any, transfer: Any, compute: Any, overlap: Overlap,
+    new_tokens: Any = None, cached_tokens: Any = None,
 ) -> TTFTResult:
     eta = dep.resolved_overlap_efficiency
     if type(transfer) is float and type(compute) is float and type(flops) is float:
         total = _combine(transfer, compute, dep.model.num_layers, overlap, eta)
         peak = dep.terms.peak_rate / dep.tp
-        return TTFTResult(total, compute, transfer, flops, overlap, dep.tp, peak)
+        return TTFTResult(total, compute, transfer, flops, overlap, dep.tp, peak, new_tokens,
+                          cached_tokens)
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
     total = np.asarray(_combine(x, c, dep.model.num_layers, overlap,
@@ -276,7 +314,8 @@ def _result(
         scalar_or_array(np.broadcast_to(c, shape)),
         scalar_or_array(np.broadcast_to(x, shape)),
         scalar_or_array(np.broadcast_to(np.asarray(flops, dtype=np.float64), shape)),
-        overlap, dep.tp, np.asarray(dep.peak_compute, dtype=np.float64),
+        overlap, dep.tp, np.asarray(dep.peak_compute, dtype=np.float64), new_tokens,
+        cached_tokens,
     )
 
 
@@ -301,7 +340,7 @@ def ttft(
     terms = dep.terms
     compute = compute_parts(terms, t, k, iteration_tokens_for(dep, t))
     transfer = transfer_time(dep, k, t) if terms.tiers else transfer_parts(terms, k, t).total
-    return _result(dep, compute.flops, transfer, compute.total, mode)
+    return _result(dep, compute.flops, transfer, compute.total, mode, t, k)
 
 
 def ttft_batch(

@@ -9,7 +9,10 @@ Each benchmark writes two files into the output folder:
   kappa_crit), what each column means, and a note that the files are never hand-edited.
 
 :func:`read_results` reads a CSV back into typed rows (and its JSON header when present). A
-bad or incomplete file gives one :class:`ResultsError` line naming the file and the row.
+bad or incomplete file gives one :class:`ResultsError` line naming the file and the row. The
+files are read as untrusted input: at most :data:`MAX_ROWS` rows of at most
+:data:`MAX_LINE_CHARS` characters, a header of at most :data:`MAX_HEADER_BYTES` (with the
+limits of :func:`kvroof.userfiles.load_json_file`).
 """
 
 from __future__ import annotations
@@ -33,11 +36,15 @@ from typing import (
 )
 
 from kvroof import __version__
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, SpecError, clip, short_repr
 from kvroof.jsonsafe import json_safe
+from kvroof.userfiles import capped_lines, load_json_file
 
 __all__ = [
     "BENCHMARKS",
+    "MAX_HEADER_BYTES",
+    "MAX_LINE_CHARS",
+    "MAX_ROWS",
     "NOTE",
     "SCHEMA_VERSION",
     "Benchmark",
@@ -60,6 +67,12 @@ Direction = Literal["h2d", "d2h"]
 CopyPattern = Literal["single", "chunked", "all-gpus"]
 BENCHMARKS: Final[tuple[Benchmark, ...]] = ("link", "compute", "prefill")
 SCHEMA_VERSION: Final = 1
+MAX_ROWS: Final = 1_000_000
+"""Rows a results CSV may hold (a full GPU run writes a few hundred)."""
+MAX_LINE_CHARS: Final = 1 << 16
+"""Characters in one line of a results CSV."""
+MAX_HEADER_BYTES: Final = 16 << 20
+"""Size of a results JSON header (16 MiB)."""
 NOTE: Final = (
     "Written by `kvroof measure`. Results are never hand-edited: rerun the benchmark instead "
     "(the reader rejects files whose columns or values do not match what kvroof writes)."
@@ -239,7 +252,13 @@ def _cell(value: object) -> str:
 def write_results(
     out_dir: str | Path, measurement: Measurement, machine: dict[str, Any]
 ) -> tuple[Path, Path]:
-    """Write ``<benchmark>.csv`` and ``<benchmark>.json`` into ``out_dir``; returns both paths."""
+    """Write ``<benchmark>.csv`` and ``<benchmark>.json`` into ``out_dir``; returns both paths.
+
+    Both are written to temporary files and renamed into place together when complete
+    (:func:`kvroof.outputs.replacing`): an error or Ctrl-C leaves the previous pair as it was,
+    never a new CSV beside an old header."""
+    from kvroof.outputs import replacing
+
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -251,16 +270,11 @@ def write_results(
     columns = _columns(row_type)
     csv_path = folder / f"{measurement.benchmark}.csv"
     json_path = folder / f"{measurement.benchmark}.json"
-    with csv_path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(columns)
-        for row in measurement.rows:
-            if not isinstance(row, row_type):
-                raise ResultsError(
-                    f"{csv_path}: a {type(row).__name__} among {measurement.benchmark} rows"
-                )
-            values = asdict(row)
-            writer.writerow([_cell(values[name]) for name in columns])
+    for row in measurement.rows:
+        if not isinstance(row, row_type):
+            raise ResultsError(
+                f"{csv_path}: a {type(row).__name__} among {measurement.benchmark} rows"
+            )
     header = {
         "benchmark": measurement.benchmark,
         "schema_version": SCHEMA_VERSION,
@@ -273,7 +287,18 @@ def write_results(
         "settings": measurement.settings,
         "summary": measurement.summary,
     }
-    json_path.write_text(json.dumps(json_safe(header), indent=2) + "\n", encoding="utf-8")
+    with replacing(csv_path, json_path) as (csv_temp, json_temp):
+        try:
+            with csv_temp.open("x", newline="", encoding="utf-8") as handle:
+                writer = csv.writer(handle)
+                writer.writerow(columns)
+                for row in measurement.rows:
+                    values = asdict(row)
+                    writer.writerow([_cell(values[name]) for name in columns])
+            with json_temp.open("x", encoding="utf-8") as handle:
+                handle.write(json.dumps(json_safe(header), indent=2) + "\n")
+        except OSError as error:
+            raise ResultsError(f"{folder}: cannot write ({error.strerror or error})") from None
     return csv_path, json_path
 
 
@@ -293,11 +318,11 @@ def _parse_cell(text: str, hint: Any, positive: bool) -> Any:
     if origin is Literal:
         choices = get_args(hint)
         if text not in choices:
-            raise _CellError(f"{text!r} is not one of {', '.join(choices)}")
+            raise _CellError(f"{short_repr(text)} is not one of {', '.join(choices)}")
         return text
     if hint is bool:
         if text not in ("true", "false"):
-            raise _CellError(f"expected true or false, got {text!r}")
+            raise _CellError(f"expected true or false, got {short_repr(text)}")
         return text == "true"
     if hint is str:
         return text
@@ -306,11 +331,12 @@ def _parse_cell(text: str, hint: Any, positive: bool) -> Any:
         number = int(text) if hint is int else float(text)
     except ValueError:
         kind = "an integer" if hint is int else "a number"
-        raise _CellError(f"expected {kind}, got {text!r}") from None
+        raise _CellError(f"expected {kind}, got {short_repr(text)}") from None
     if not math.isfinite(number):
-        raise _CellError(f"must be finite, got {text!r}")
+        raise _CellError(f"must be finite, got {short_repr(text)}")
     if number < 0 or (positive and number == 0):
-        raise _CellError(f"must be {'positive' if positive else 'non-negative'}, got {text!r}")
+        sign = "positive" if positive else "non-negative"
+        raise _CellError(f"must be {sign}, got {short_repr(text)}")
     return number
 
 
@@ -330,7 +356,7 @@ def _benchmark_of(path: Path, columns: list[str]) -> Benchmark:
     if missing:
         detail.append(f"missing column(s) {', '.join(missing)}")
     if unknown:
-        detail.append(f"unknown column(s) {', '.join(unknown)}")
+        detail.append(f"unknown column(s) {clip(', '.join(short_repr(c, 30) for c in unknown))}")
     if not detail:
         detail.append(f"columns out of order (expected {', '.join(expected)})")
     raise ResultsError(f"{path}: header row: {'; '.join(detail)}")
@@ -340,22 +366,20 @@ def _read_header(json_path: Path, benchmark: Benchmark) -> dict[str, Any] | None
     if not json_path.exists():
         return None
     try:
-        header = json.loads(json_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ResultsError(
-            f"{json_path}: not valid JSON ({error.msg} at line {error.lineno})"
-        ) from None
+        header = load_json_file(json_path, MAX_HEADER_BYTES, "results headers")
+    except SpecError as error:
+        raise ResultsError(str(error)) from None
     if not isinstance(header, dict):
         raise ResultsError(f"{json_path}: expected a JSON object")
     if header.get("benchmark") != benchmark:
         raise ResultsError(
-            f"{json_path}: describes {header.get('benchmark')!r} results, but the CSV holds "
-            f"{benchmark} results"
+            f"{json_path}: describes {short_repr(header.get('benchmark'))} results, but the CSV "
+            f"holds {benchmark} results"
         )
     if header.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(
-            f"{json_path}: schema_version {header.get('schema_version')!r}, this kvroof reads "
-            f"{SCHEMA_VERSION}"
+            f"{json_path}: schema_version {short_repr(header.get('schema_version'))}, this "
+            f"kvroof reads {SCHEMA_VERSION}"
         )
     return header
 
@@ -370,35 +394,49 @@ def read_results(path: str | Path) -> Results:
     except OSError as error:
         raise ResultsError(f"{csv_path}: cannot read ({error.strerror})") from None
     with handle:
-        reader = csv.reader(handle)
-        columns = next(reader, None)
-        if not columns:
-            raise ResultsError(f"{csv_path}: empty file (no header row)")
-        benchmark = _benchmark_of(csv_path, columns)
-        row_type = _ROW_TYPES[benchmark]
-        hints = get_type_hints(row_type)
-        rows: list[Row] = []
-        for number, cells in enumerate(reader, start=1):
-            where = f"{csv_path}: row {number} (line {reader.line_num})"
-            if not cells:
-                raise ResultsError(f"{where}: blank row")
-            if len(cells) != len(columns):
-                raise ResultsError(
-                    f"{where}: {len(cells)} cells, expected {len(columns)} ({', '.join(columns)})"
-                )
-            values: dict[str, Any] = {}
-            for name, text in zip(columns, cells, strict=True):
-                try:
-                    values[name] = _parse_cell(
-                        text.strip(), hints[name], name in row_type.positive
-                    )
-                except _CellError as error:
-                    raise ResultsError(f"{where}: {name} {error}") from None
-            rows.append(row_type(**values))
+        try:
+            rows, benchmark = _read_rows(csv_path, csv.reader(
+                capped_lines(handle, csv_path, MAX_LINE_CHARS)))
+        except UnicodeDecodeError as error:
+            raise ResultsError(f"{csv_path}: not UTF-8 text ({error.reason})") from None
+        except csv.Error as error:
+            raise ResultsError(f"{csv_path}: not a CSV file ({error})") from None
+        except KvroofError as error:
+            raise ResultsError(str(error)) from None
     if not rows:
         raise ResultsError(f"{csv_path}: no data rows")
     header = _read_header(csv_path.with_suffix(".json"), benchmark)
     return Results(benchmark=benchmark, path=csv_path, header=header, rows=tuple(rows))
+
+
+def _read_rows(csv_path: Path, reader: Any) -> tuple[list[Row], Benchmark]:
+    columns = next(reader, None)
+    if not columns:
+        raise ResultsError(f"{csv_path}: empty file (no header row)")
+    benchmark = _benchmark_of(csv_path, columns)
+    row_type = _ROW_TYPES[benchmark]
+    hints = get_type_hints(row_type)
+    rows: list[Row] = []
+    for number, cells in enumerate(reader, start=1):
+        if number > MAX_ROWS:
+            raise ResultsError(f"{csv_path}: more than {MAX_ROWS:,} rows; kvroof measure "
+                               "writes far fewer (is this a results file?)")
+        where = f"{csv_path}: row {number} (line {reader.line_num})"
+        if not cells:
+            raise ResultsError(f"{where}: blank row")
+        if len(cells) != len(columns):
+            raise ResultsError(f"{where}: {len(cells)} cells, expected {len(columns)} "
+                               f"({clip(', '.join(columns))})")
+        values: dict[str, Any] = {}
+        for name, text in zip(columns, cells, strict=True):
+            try:
+                values[name] = _parse_cell(
+                    text.strip(), hints[name], name in row_type.positive
+                )
+            except _CellError as error:
+                raise ResultsError(f"{where}: {name} {error}") from None
+        rows.append(row_type(**values))
+    return rows, benchmark
 
 
 def read_results_dir(folder: str | Path) -> dict[Benchmark, Results]:

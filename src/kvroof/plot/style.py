@@ -12,7 +12,8 @@ from matplotlib.figure import Figure
 
 from kvroof.errors import KvroofError
 
-__all__ = ["FORMATS", "PALETTE", "color", "new_figure", "save_figure", "source_line", "style"]
+__all__ = ["FORMATS", "PALETTE", "KvroofFigure", "color", "new_figure", "save_figure",
+           "source_line", "style"]
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision
 # deficiency. Black is left out (used for reference lines).
@@ -35,7 +36,7 @@ _RC: dict[str, Any] = {
     "axes.spines.right": False,
     "figure.dpi": 110,
     "savefig.dpi": 150,
-    "savefig.bbox": "tight",
+    "savefig.bbox": None,  # constrained layout already fits the figure: no second draw
     "svg.fonttype": "none",
 }
 
@@ -53,11 +54,26 @@ def style() -> Iterator[None]:
         yield
 
 
+class KvroofFigure(Figure):
+    """A matplotlib Figure that shows itself in Jupyter without pyplot (``_repr_png_``): kvroof
+    never registers its figures with pyplot, so a notebook would otherwise print only the
+    object's name."""
+
+    def _repr_png_(self) -> bytes:
+        import io
+
+        buffer = io.BytesIO()
+        _tidy(self)
+        with style():
+            self.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+
 def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.4,
                height: float = 4.2) -> tuple[Figure, Any]:
     """A figure with a grid of axes (a flat array). Not registered with pyplot, so it is freed
-    when dropped; call inside :func:`style`."""
-    fig = Figure(figsize=(width * ncols, height * nrows), layout="constrained")
+    when dropped; it displays itself in Jupyter. Call inside :func:`style`."""
+    fig = KvroofFigure(figsize=(width * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes.ravel()
 
@@ -75,8 +91,21 @@ def source_line(fig: Figure, text: str, width: int = 130) -> None:
     fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))  # type: ignore[union-attr, call-arg]
 
 
+def _tidy(fig: Figure) -> None:
+    """Log axes: minor ticks at 2 and 5 of each decade, without text (the decade labels say
+    enough, and laying out every minor tick dominates the time to save a figure)."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() == "log":
+                axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+                axis.set_minor_formatter(NullFormatter())
+
+
 def save_figure(fig: Figure, path: str | Path) -> Path:
-    """Write ``fig`` as PNG, SVG or PDF (by the file's suffix); the folder must exist."""
+    """Write ``fig`` as PNG, SVG or PDF (by the file's suffix); the folder must exist. The
+    file is written to a temporary file beside it and renamed into place when complete."""
     target = Path(path)
     kind = target.suffix.lstrip(".").lower()
     if kind not in FORMATS:
@@ -84,9 +113,16 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
                           f"(use .png, .svg or .pdf)")
     if not target.parent.is_dir():
         raise KvroofError(f"{target}: folder {target.parent} does not exist")
-    try:
-        with style():
-            fig.savefig(target, format=kind)
-    except OSError as error:
-        raise KvroofError(f"{target}: cannot write: {error.strerror or error}") from None
+    _tidy(fig)
+    options: dict[str, Any] = {}
+    if kind == "png":  # zlib level 3: half the encoding time of the default 6, 8% larger files
+        options["pil_kwargs"] = {"compress_level": 3}
+    from kvroof.outputs import replacing
+
+    with replacing(target) as (temp,):  # an existing file is replaced only when complete
+        try:
+            with open(temp, "xb") as handle, style():
+                fig.savefig(handle, format=kind, **options)
+        except OSError as error:
+            raise KvroofError(f"{target}: cannot write: {error.strerror or error}") from None
     return target

@@ -1,25 +1,79 @@
 """What `kvroof report` covers: models, hardware and settings, from defaults or a YAML file.
 
-Every key is optional; an unknown key, a wrong type or an unknown model or hardware name is a
-one-line error naming the file and the key.
+Every key is optional; an unknown key, a wrong type, a number out of range (non-finite, negative
+where it cannot be), an unknown model or hardware name, or a trace or measurements folder that
+is not there is a one-line error naming the file and the key, found before any work starts.
+Relative paths in a config file are relative to the file's folder.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
-from kvroof.errors import KvroofError, SpecError
+from kvroof.cost.checks import MAX_TOKENS
+from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
+from kvroof.userfiles import load_yaml_file
+
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_SYNTHETIC_REQUESTS",
+    "HardwarePair",
+    "ReportConfig",
+    "load_report_config",
+]
+
+MAX_CONFIG_BYTES: Final = 1 << 20
+"""Largest report config read (1 MiB)."""
+
+MAX_SYNTHETIC_REQUESTS: Final = 1_000_000
+"""Most synthetic requests per workload the report draws (it draws three workloads and
+evaluates each on every deployment; the default is 20,000)."""
+
+
+def _finite(value: object) -> float:
+    """A finite number (a YAML 1.1 '1e3', which PyYAML reads as text, included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"expected a number, got {short_repr(value)}")
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        raise ValueError(f"expected a number, got {short_repr(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"must be a finite number, got {short_repr(value)}")
+    return number
+
+
+_Count = Annotated[int, Field(strict=True)]
+"""An integer written as one (not 8.0, not true, not "8")."""
+_Tokens = Annotated[float, BeforeValidator(_finite), Field(gt=0, le=MAX_TOKENS)]
+_CachedTokens = Annotated[float, BeforeValidator(_finite), Field(ge=0, le=MAX_TOKENS)]
+_Efficiency = Annotated[float, BeforeValidator(_finite), Field(gt=0, le=1)]
+
+
+def _resolved(path: Path, info: ValidationInfo) -> Path:
+    """``path`` resolved against the config file's folder (validation context ``base``)."""
+    base = info.context.get("base") if isinstance(info.context, dict) else None
+    if base is not None and not path.is_absolute():
+        return (Path(base) / path).resolve()
+    return path
+
 
 if TYPE_CHECKING:
     from kvroof.cost.deployment import Deployment
-
-__all__ = ["HardwarePair", "ReportConfig", "load_report_config"]
 
 
 class _Strict(BaseModel):
@@ -40,6 +94,16 @@ class WorkloadTrace(_Strict):
     format: Literal["sharegpt", "docqa", "mooncake", "table"] | None = None
     name: str | None = None
 
+    @field_validator("path")
+    @classmethod
+    def _a_file(cls, path: Path, info: ValidationInfo) -> Path:
+        path = _resolved(path, info)
+        if not path.exists():
+            raise ValueError(f"no such file: {path}")
+        if not path.is_file():
+            raise ValueError(f"not a file: {path}")
+        return path
+
 
 class WorkloadDeployment(_Strict):
     """Hardware for the workload table: a system, or an accelerator on a link, and a TP degree."""
@@ -47,7 +111,7 @@ class WorkloadDeployment(_Strict):
     system: str | None = None
     accelerator: str | None = None
     link: str | None = None
-    tp: int = Field(1, ge=1)
+    tp: _Count = Field(1, ge=1)
 
 
 def _default_workload_deployments() -> list[WorkloadDeployment]:
@@ -84,18 +148,19 @@ class ReportConfig(_Strict):
     regime_systems: list[str] = Field(default_factory=lambda: ["dgx-h100", "gh200"])
     """Systems of the two-regime kappa-vs-T figure (each model at TP ``tp``, or 1 on a system
     with fewer GPUs); a model that does not fit is said so."""
-    token_budget: float = Field(8192.0, ge=1)
+    token_budget: Annotated[float, BeforeValidator(_finite),
+                            Field(ge=1, le=MAX_TOKENS)] = 8192.0
     """Tokens of a full iteration (the busy regime): vLLM's max_num_batched_tokens."""
     testbed: str = "paper-testbed"
-    new_tokens: float = Field(128.0, gt=0)
-    tp: int = Field(8, ge=1)
+    new_tokens: _Tokens = 128.0
+    tp: _Count = Field(8, ge=1)
     compute_dtype: str = "bf16"
     bandwidth_source: Literal["peak", "sustained"] = "sustained"
-    compute_efficiency: float | None = Field(None, gt=0, le=1)
+    compute_efficiency: _Efficiency | None = None
     """Share of the dense peak; default: each accelerator's published achievable matmul rate."""
-    link_efficiency: float = Field(1.0, gt=0, le=1)
+    link_efficiency: _Efficiency = 1.0
     mla_mode: Literal["expanded", "absorbed"] = "expanded"
-    breakdown_tokens: tuple[float, float] = (128.0, 16384.0)
+    breakdown_tokens: tuple[_Tokens, _CachedTokens] = (128.0, 16384.0)
     formats: list[Literal["png", "svg", "pdf"]] = Field(default_factory=_png_only, min_length=1)
     workloads: list[WorkloadTrace] = Field(default_factory=list)
     workload_deployments: list[WorkloadDeployment] = Field(
@@ -104,8 +169,33 @@ class ReportConfig(_Strict):
     """A `kvroof measure` output folder: calibrate on it and add measured-vs-predicted figures."""
     measured_system: str | None = None
     """The system the measurements were taken on (needed with ``measurements``)."""
-    synthetic_requests: int = Field(20000, ge=100)
-    seed: int = 0
+    synthetic_requests: _Count = Field(20000, ge=100)
+    synthetic_max_context: _Count | None = Field(131072, ge=2)
+    """Synthetic requests longer than this are cut to it (null: no cap)."""
+    seed: _Count = Field(0, ge=0)
+
+    @field_validator("synthetic_requests")
+    @classmethod
+    def _not_too_many(cls, count: int) -> int:
+        if count > MAX_SYNTHETIC_REQUESTS:
+            raise ValueError(f"at most {MAX_SYNTHETIC_REQUESTS:,} synthetic requests per "
+                             f"workload (the report draws three), got {count:,}")
+        return count
+
+    @field_validator("measurements")
+    @classmethod
+    def _a_results_folder(cls, folder: Path | None, info: ValidationInfo) -> Path | None:
+        if folder is None:
+            return None
+        folder = _resolved(folder, info)
+        if not folder.exists():
+            raise ValueError(f"no such folder: {folder}")
+        if not folder.is_dir():
+            raise ValueError(f"not a folder (a `kvroof measure -o` folder is expected): {folder}")
+        if not (folder / "prefill.csv").is_file():
+            raise ValueError(f"{folder} holds no prefill.csv (run `kvroof measure prefill -o "
+                             f"{folder}`)")
+        return folder
 
     @field_validator("formats")
     @classmethod
@@ -172,7 +262,8 @@ class ReportConfig(_Strict):
                     **self.settings(tp=entry.tp))
 
     def check_names(self, registry: Registry, path: Path | str = "<config>") -> None:
-        """Raise a one-line error for any unknown model, accelerator, link or system."""
+        """Raise a one-line error for any unknown model, accelerator, link or system, or a
+        trace whose format cannot be told from its first 64 KiB."""
         checks: list[tuple[str, str, str]] = [
             *((f"models[{i}]", "model", m) for i, m in enumerate(self.models)),
             *((f"paper_models[{i}]", "model", m) for i, m in enumerate(self.paper_models)),
@@ -205,35 +296,38 @@ class ReportConfig(_Strict):
                 registry.get(kind, name)  # type: ignore[call-overload]
             except LookupError as error:
                 raise SpecError(str(error), path, field) from None
+        for i, trace in enumerate(self.workloads):
+            if trace.format is None:
+                from kvroof.workload.formats import guess_format
+
+                try:
+                    guess_format(trace.path)
+                except KvroofError as error:
+                    raise SpecError(str(error), path, f"workloads[{i}].path") from None
 
 
 def load_report_config(path: str | Path, registry: Registry) -> ReportConfig:
-    """Read a report config YAML; errors name the file and the key."""
+    """Read a report config YAML; errors name the file and the key. The file is read with the
+    limits of :mod:`kvroof.userfiles` (at most :data:`MAX_CONFIG_BYTES`, UTF-8, bounded
+    nesting and YAML aliases, no key written twice)."""
     source = Path(path)
-    try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SpecError(f"cannot read: {error.strerror or error}", source) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise SpecError(f"malformed YAML{where}", source) from None
+    data = load_yaml_file(source, MAX_CONFIG_BYTES, "report configs")
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise SpecError("expected a mapping of settings at the top level", source)
-    try:
-        config = ReportConfig.model_validate(data)
+    try:  # relative paths: relative to the config file's folder
+        config = ReportConfig.model_validate(data, context={"base": source.parent})
     except ValidationError as error:
         field, message = validation_message(error)
         raise SpecError(message, source, field) from None
     config.check_names(registry, source)
     config.check_deployments(registry, source)
-    if config.measurements is not None and not config.measurements.is_absolute():
-        config = config.model_copy(
-            update={"measurements": (source.parent / config.measurements).resolve()})
-    for index, trace in enumerate(config.workloads):
-        if not trace.path.is_absolute():
-            resolved = (source.parent / trace.path).resolve()
-            config.workloads[index] = trace.model_copy(update={"path": resolved})
+    if config.measurements is not None:  # read and fit them now, not after half the figures
+        from kvroof.report.measured import calibrate_measurements
+
+        try:
+            calibrate_measurements(config, registry)
+        except KvroofError as error:
+            raise SpecError(str(error), source, "measurements") from None
     return config

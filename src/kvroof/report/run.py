@@ -42,16 +42,9 @@ class ReportResult:
 
 
 def _prepare_folder(folder: Path) -> None:
-    if folder.exists() and not folder.is_dir():
-        raise KvroofError(f"{folder}: exists and is not a folder")
-    if not folder.parent.is_dir():
-        raise KvroofError(f"{folder}: parent folder {folder.parent} does not exist")
+    """``folder`` is the empty staging folder of :func:`kvroof.outputs.staged_folder`."""
     try:
-        folder.mkdir(exist_ok=True)
         (folder / "figures").mkdir(exist_ok=True)
-        probe = folder / ".kvroof-write-test"
-        probe.write_text("")
-        probe.unlink()
     except OSError as error:
         raise KvroofError(f"{folder}: cannot write: {error.strerror or error}") from None
 
@@ -180,7 +173,7 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
                                   if d.model.name == reg.model(first).name])
         kind = "synthetic workloads (SYNTHETIC, matched to the paper's published statistics)" \
             if all(w.synthetic for w in traces) else "the configured traces"
-        return workload_figure(traces, deps), (
+        return workload_figure(traces, deps, config.new_tokens), (
             f"ECDFs of T, K and K/T for {kind}, {first} on "
             + ", ".join(d.short_label.split(", ", 1)[1] for d in deps)
             + ". The table 'Workloads: share transfer-bound' has every model and mode."
@@ -240,8 +233,38 @@ def build_report(
     config: ReportConfig | None = None,
     registry: Registry | None = None,
     progress: Progress | None = None,
+    *,
+    force: bool = False,
 ) -> ReportResult:
-    """Write the report into ``folder`` (created if missing; its parent must exist)."""
+    """Write the report into ``folder`` (created if missing; its parent must exist).
+
+    The report is built in a hidden folder first and moved into ``folder`` only when it is
+    complete (:func:`kvroof.outputs.staged_folder`): an error or Ctrl-C leaves a previous
+    report as it was. ``folder`` must be new, empty, or one kvroof made (it holds
+    :data:`kvroof.outputs.MARKER`), unless ``force``; the files of a previous report that this
+    one does not write again are removed, other files are kept."""
+    from kvroof.outputs import staged_folder
+
+    reg = registry or default_registry()
+    config = config or ReportConfig()
+    config.check_names(reg)  # before anything is made
+    config.check_deployments(reg)
+    target = Path(folder)
+    with staged_folder(target, force=force, command="report") as work:
+        built = _build_into(work, config, reg, progress)
+    return ReportResult(target, target / built.markdown.name, target / built.html.name,
+                        [FigureEntry(f.key, f.title, [target / p.relative_to(work)
+                                                      for p in f.files], f.caption)
+                         for f in built.figures], built.tables, built.seconds)
+
+
+def _build_into(
+    folder: str | Path = "kvroof-report",
+    config: ReportConfig | None = None,
+    registry: Registry | None = None,
+    progress: Progress | None = None,
+) -> ReportResult:
+    """Write the report into the empty staging folder ``folder``."""
     start = time.perf_counter()
     reg = registry or default_registry()
     config = config or ReportConfig()

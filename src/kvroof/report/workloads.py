@@ -28,7 +28,8 @@ def report_workloads(config: ReportConfig) -> list[Workload]:
             loaded.append(dataclasses.replace(workload, name=trace.name) if trace.name
                           else workload)
         return loaded
-    return [synthesize(kind, config.synthetic_requests, config.seed) for kind in KINDS]
+    return [synthesize(kind, config.synthetic_requests, config.seed, config.synthetic_max_context)
+            for kind in KINDS]
 
 
 def report_deployments(config: ReportConfig, registry: Registry,
@@ -75,7 +76,9 @@ def workload_table(workloads: list[Workload], deployments: list[Deployment]) -> 
     ]
     if synthetic:
         notes.append("SYNTHETIC workloads: drawn to match the published medians and IQRs "
-                     "(kvroof.workload.synth), not measured traces.")
+                     "(kvroof.workload.synth), not measured traces. "
+                     + "; ".join(w.name + ": " + w.source.rsplit("; ", 1)[-1]
+                                 for w in workloads if "cut to" in w.source))
     return Table(
         "workloads", "Workloads: share transfer-bound",
         ["workload", "deployment", "requests (paper)", "requests (full)",

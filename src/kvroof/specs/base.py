@@ -9,7 +9,8 @@ without a unit is an error, and every field that holds a number must be covered 
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, ClassVar, Literal
+import re
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -21,10 +22,13 @@ from pydantic import (
     model_validator,
 )
 
+from kvroof.errors import short_repr
 from kvroof.units import Kind, UnitError, parse_quantity
 
 __all__ = [
     "DTYPE_BYTES",
+    "MAX_COUNT",
+    "NAME_RULE",
     "Bandwidth",
     "Capacity",
     "Compute",
@@ -36,6 +40,7 @@ __all__ = [
     "Time",
     "UnitOf",
     "WeightDtype",
+    "check_spec_name",
     "from_file",
 ]
 
@@ -90,13 +95,14 @@ def _quantity_validator(kind: Kind) -> Any:
         if isinstance(value, str):
             return parse_quantity(value, kind)
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise UnitError(f"expected a {kind.value} like {kind.example!r}, got {value!r}")
-        if from_file(info):
             raise UnitError(
-                f"{value!r} has no unit; write the {kind.value} with a unit, like {kind.example!r}"
-            )
+                f"expected a {kind.value} like {kind.example!r}, got {short_repr(value)}")
+        if from_file(info):
+            raise UnitError(f"{short_repr(value)} has no unit; write the {kind.value} with a "
+                            f"unit, like {kind.example!r}")
         if not math.isfinite(value) or value < 0:
-            raise UnitError(f"a {kind.value} must be finite and not negative, got {value!r}")
+            raise UnitError(
+                f"a {kind.value} must be finite and not negative, got {short_repr(value)}")
         return float(value)
 
     return BeforeValidator(validate)
@@ -120,10 +126,25 @@ Power = Annotated[float, _quantity_validator(Kind.POWER), _POSITIVE, UnitOf(Kind
 """Watts (written ``"700 W"``)."""
 Time = Annotated[float, _quantity_validator(Kind.TIME), UnitOf(Kind.TIME)]
 """Seconds, zero allowed (written ``"2 us"``)."""
-PositiveInt = Annotated[int, Field(gt=0, strict=True)]
-"""An integer count, at least 1 (booleans and floats are rejected)."""
+MAX_COUNT: Final = 10**12
+"""No count in a spec (layers, widths, heads, experts, tokens of a window, GPUs) is larger:
+a larger one is an input error (and would overflow the float arithmetic of the cost model)."""
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_COUNT, strict=True)]
+"""An integer count, 1 to :data:`MAX_COUNT` (booleans and floats are rejected)."""
 
 _NOT_SOURCED = frozenset({"sources", "notes"})
+
+_NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+NAME_RULE: Final = "letters, digits and . _ + -, starting with a letter or digit"
+"""What a spec name may hold (one rule for spec files, ``kvroof calibrate --name`` and every
+other place that names a spec): safe as a file name and in a YAML file."""
+
+
+def check_spec_name(name: object) -> str:
+    """``name`` if it is a valid spec name (:data:`NAME_RULE`), else a ValueError saying so."""
+    if not isinstance(name, str) or _NAME_RE.fullmatch(name) is None:
+        raise ValueError(f"{short_repr(name)} is not a valid spec name ({NAME_RULE})")
+    return name
 
 
 def _holds_number(value: object) -> bool:
@@ -151,7 +172,7 @@ class SpecModel(BaseModel):
 class SourcedSpec(SpecModel):
     """A top-level spec (one per file) with a name, aliases and sources for its numbers."""
 
-    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+    name: Annotated[str, AfterValidator(check_spec_name)]
     display_name: str = ""
     aliases: tuple[str, ...] = ()
     sources: dict[str, str] = Field(default_factory=dict)
@@ -187,3 +208,12 @@ class SourcedSpec(SpecModel):
     def label(self) -> str:
         """The display name, or the name when no display name is given."""
         return self.display_name or self.name
+
+    def _repr_html_(self) -> str:
+        from kvroof.describe import derived_figures, spec_rows
+        from kvroof.display import html_table, number
+
+        rows: list[list[str]] = [[field, text] for field, text in spec_rows(self)]
+        rows += [[name, number(value)] for name, value in derived_figures(self).items()]
+        rows += [[f"source: {field}", text] for field, text in self.sources.items()]
+        return html_table(rows, f"{self.kind_name} {self.name}: {self.label}")

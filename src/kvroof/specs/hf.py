@@ -23,19 +23,22 @@ layer (Mistral-7B-v0.1), with a warning; v0.2 and later write ``"sliding_window"
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from kvroof.errors import SpecError
+from kvroof.errors import SpecError, short_repr
 from kvroof.specs.loader import validate_spec
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import SpecWarning
+from kvroof.userfiles import load_json_file
 
-__all__ = ["SUPPORTED_ARCHITECTURES", "model_from_hf_config"]
+__all__ = ["MAX_CONFIG_BYTES", "SUPPORTED_ARCHITECTURES", "model_from_hf_config"]
+
+MAX_CONFIG_BYTES: Final = 16 << 20
+"""Largest HF ``config.json`` read (16 MiB; real ones are a few kB)."""
 
 SUPPORTED_ARCHITECTURES: Final = (
     "LlamaForCausalLM",
@@ -84,7 +87,7 @@ class _Config:
             value = self.data.get(name)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise self.error(name, f"expected an integer, got {value!r}")
+                    raise self.error(name, f"expected an integer, got {short_repr(value)}")
                 return value
         names = " or ".join(repr(n) for n in (key, *alternatives))
         raise self.error(key, f"missing field ({names} is needed for {self.architecture})")
@@ -99,12 +102,7 @@ def _read(config: Mapping[str, Any] | str | Path) -> tuple[Mapping[str, Any], Pa
     path = Path(config)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SpecError(f"cannot read: {error.strerror or error}", path) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SpecError(f"not valid JSON: {error}", path) from None
+    data = load_json_file(path, MAX_CONFIG_BYTES, "HF config files")
     if not isinstance(data, dict):
         raise SpecError("expected a JSON object at the top level", path)
     return data, path
@@ -156,7 +154,8 @@ def _ffn(cfg: _Config) -> dict[str, Any]:
         raise cfg.error("mlp_only_layers", "dense layers between MoE layers are not supported")
     for key in ("decoder_sparse_step", "moe_layer_freq"):
         if cfg.has(key) and cfg.integer(key) != 1:
-            raise cfg.error(key, f"only every-layer MoE is supported, got {cfg.data[key]!r}")
+            raise cfg.error(key, "only every-layer MoE is supported, got "
+                                 f"{short_repr(cfg.data[key])}")
     expert_size = cfg.integer("moe_intermediate_size", "intermediate_size")
     shared = cfg.optional_int("n_shared_experts", 0) or 0
     first_dense = cfg.optional_int("first_k_dense_replace", 0) or 0
@@ -178,9 +177,9 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
         if not isinstance(layer_types, list) or len(layer_types) != num_layers:
             raise cfg.error("layer_types", f"expected a list of {num_layers} layer types")
         sliding = {i for i, t in enumerate(layer_types) if t == "sliding_attention"}
-        unknown = {t for t in layer_types if t not in ("sliding_attention", "full_attention")}
-        if unknown:
-            raise cfg.error("layer_types", f"unknown layer type {sorted(unknown)[0]!r}")
+        unknown = [t for t in layer_types if t not in ("sliding_attention", "full_attention")]
+        if unknown:  # (a list: the values may be anything, unhashable too)
+            raise cfg.error("layer_types", f"unknown layer type {short_repr(unknown[0])}")
         if not sliding:
             return None
         size = cfg.integer("sliding_window")
@@ -264,7 +263,7 @@ def model_from_hf_config(
     architecture = str(architectures[0])
     if architecture not in SUPPORTED_ARCHITECTURES:
         raise SpecError(
-            f"unsupported architecture {architecture!r} (supported: "
+            f"unsupported architecture {short_repr(architecture)} (supported: "
             f"{', '.join(SUPPORTED_ARCHITECTURES)})",
             path or "<config dict>",
             "architectures",

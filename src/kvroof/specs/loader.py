@@ -9,15 +9,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
 from pydantic import ValidationError
 
-from kvroof.errors import SpecError
+from kvroof.errors import SpecError, short_repr
 from kvroof.specs.base import SourcedSpec
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.model import ModelSpec
+from kvroof.userfiles import load_yaml_file
 
-__all__ = ["SPEC_TYPES", "Spec", "load_spec_file", "validate_spec", "validation_message"]
+__all__ = [
+    "MAX_SPEC_BYTES",
+    "SPEC_TYPES",
+    "Spec",
+    "load_spec_file",
+    "validate_spec",
+    "validation_message",
+]
+
+MAX_SPEC_BYTES: Final = 1 << 20
+"""Largest spec file read (1 MiB; the largest built-in one is under 5 kB)."""
 
 Spec = Accelerator | Link | System | ModelSpec
 
@@ -57,7 +67,7 @@ def validation_message(
     if kind == "missing":
         message = "missing field"
     elif kind == "extra_forbidden":
-        message = f"unknown key (value {first['input']!r})"
+        message = f"unknown key (value {short_repr(first['input'])})"
         if cls is not None and "." not in field:
             allowed = ", ".join(name for name in cls.model_fields)
             message += f"; allowed keys: {allowed}"
@@ -66,7 +76,7 @@ def validation_message(
     else:
         message = str(first["msg"]).removeprefix("Value error, ")
         if kind not in ("value_error", "assertion_error") and "input" in first:
-            message += f" (got {first['input']!r})"
+            message += f" (got {short_repr(first['input'])})"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return field, message
@@ -77,8 +87,8 @@ def validate_spec(kind: str, data: dict[str, Any], path: str | Path | None = Non
     cls = SPEC_TYPES.get(kind)
     if cls is None:
         raise SpecError(
-            f"unknown spec kind {kind!r} (expected one of {', '.join(SPEC_TYPES)})", path, "spec"
-        )
+            f"unknown spec kind {short_repr(kind)} (expected one of {', '.join(SPEC_TYPES)})",
+            path, "spec")
     try:
         return cls.model_validate(data, context={"from_file": True})
     except ValidationError as error:
@@ -87,21 +97,12 @@ def validate_spec(kind: str, data: dict[str, Any], path: str | Path | None = Non
 
 
 def load_spec_file(path: str | Path) -> Spec:
-    """Load and validate one spec file; raise :class:`SpecError` naming the file and field."""
+    """Load and validate one spec file; raise :class:`SpecError` naming the file and field.
+
+    The file is read with the limits of :mod:`kvroof.userfiles` (at most
+    :data:`MAX_SPEC_BYTES`, UTF-8, bounded nesting and YAML aliases, no key written twice)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise SpecError(f"cannot read: {error.strerror or error}", path) from None
-    except UnicodeDecodeError:
-        raise SpecError("not UTF-8 text", path) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise SpecError(f"malformed YAML{where}: {problem}", path) from None
+    data = load_yaml_file(path, MAX_SPEC_BYTES, "spec files")
     if not isinstance(data, dict):
         raise SpecError("expected a mapping of fields (key: value) at the top level", path)
     data = dict(data)

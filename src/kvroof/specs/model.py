@@ -14,7 +14,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from kvroof.specs.base import PositiveInt, SourcedSpec, SpecModel, WeightDtype
+from kvroof.errors import short_repr
+from kvroof.specs.base import MAX_COUNT, PositiveInt, SourcedSpec, SpecModel, WeightDtype
 
 __all__ = [
     "FFN",
@@ -29,24 +30,29 @@ __all__ = [
     "WeightFormat",
 ]
 
-NonNegativeInt = Annotated[int, Field(ge=0, strict=True)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
 
-_COUNT_RE = re.compile(r"^\s*([-+]?\d[\d_]*\.?\d*(?:[eE][-+]?\d+)?)\s*([kKMBGT]?)\s*$")
+# possessive quantifiers: linear-time matching on any text (see kvroof.units)
+_COUNT_RE = re.compile(
+    r"^\s*+([-+]?+\d[\d_]*+(?:\.\d*+)?+(?:[eE][-+]?+\d++)?+)\s*+([kKMBGT]?+)\s*+$")
 _COUNT_SUFFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
 def _parse_count(value: object) -> float:
     """A parameter count: a number, ``"235e9"``, or ``"235B"`` / ``"1T"`` (B = billion here)."""
     if isinstance(value, bool):
-        raise ValueError(f"expected a count like '235B' or 235.0e+9, got {value!r}")
+        raise ValueError(f"expected a count like '235B' or 235.0e+9, got {short_repr(value)}")
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any float
+            number = math.inf
     elif isinstance(value, str) and (match := _COUNT_RE.match(value)):
         number = float(match.group(1).replace("_", "")) * _COUNT_SUFFIX[match.group(2)]
     else:
-        raise ValueError(f"expected a count like '235B' or 235.0e+9, got {value!r}")
+        raise ValueError(f"expected a count like '235B' or 235.0e+9, got {short_repr(value)}")
     if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"a parameter count must be positive and finite, got {value!r}")
+        raise ValueError(f"a parameter count must be positive and finite, got {short_repr(value)}")
     return number
 
 

@@ -9,7 +9,11 @@ Sources, in order (a later spec with the same name replaces an earlier one, with
 Every ``*.yaml``/``*.yml`` file under a folder is read (recursively). Lookup is case-insensitive,
 treats ``_`` and spaces like ``-``, and accepts aliases (HuggingFace ids such as
 ``Qwen/Qwen3-235B-A22B``). A broken user file does not hide the built-in specs: it is skipped
-with a :class:`SpecWarning` and listed in :attr:`Registry.problems`.
+with a :class:`SpecWarning` and listed in :attr:`Registry.problems` (one that overrides a
+built-in and then fails its references leaves the built-in in place).
+
+A spec that replaces another of the same name also takes over its aliases (a user ``h100-sxm``
+answers to ``h100`` like the built-in one), unless a spec claims such an alias for itself.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Final, Literal, TypeVar, overload
 
-from kvroof.errors import SpecError, UnknownNameError
+from kvroof.errors import SpecError, UnknownNameError, short_repr
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.loader import SPEC_TYPES, Spec, load_spec_file
 from kvroof.specs.model import ModelSpec
@@ -99,6 +103,10 @@ class Registry:
     ) -> None:
         self._entries: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
         self._aliases: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+        self._replaced: dict[str, dict[str, Entry]] = {kind: {} for kind in KINDS}
+        """The entry each override replaced (restored if the override is dropped)."""
+        self._inherited: dict[str, dict[str, tuple[str, ...]]] = {kind: {} for kind in KINDS}
+        """Aliases of the entries an override replaced: they follow the name."""
         self.problems: list[str] = []
         """One line per user spec file that was skipped, and why."""
         if builtin:
@@ -121,6 +129,10 @@ class Registry:
         warnings.warn(f"skipped: {message}", SpecWarning, stacklevel=3)
 
     def _load_user_folder(self, folder: Path) -> None:
+        if folder.is_file():
+            self._problem(f"{folder}: is a file; a spec path names a folder of spec files "
+                          "(put the file in a folder and give the folder)")
+            return
         if not folder.is_dir():
             self._problem(f"{folder}: spec folder does not exist")
             return
@@ -138,13 +150,17 @@ class Registry:
         previous = self._entries[kind].get(key)
         if previous is not None:
             if builtin and previous.builtin:
-                raise SpecError(f"duplicate {kind} name {spec.name!r} (also in {previous.path})",
-                                path, "name")
+                raise SpecError(
+                    f"duplicate {kind} name {short_repr(spec.name)} (also in {previous.path})",
+                    path, "name")
             warnings.warn(
-                f"{path}: {kind} {spec.name!r} overrides the one from {previous.path}",
+                f"{path}: {kind} {short_repr(spec.name)} overrides the one from {previous.path}",
                 SpecWarning,
                 stacklevel=3,
             )
+            self._replaced[kind][key] = previous
+            self._inherited[kind][key] = (*self._inherited[kind].get(key, ()),
+                                          *previous.spec.aliases)
         self._entries[kind][key] = Entry(spec, path, builtin)
 
     def _check_references(self, *, builtin_only: bool) -> None:
@@ -169,7 +185,8 @@ class Registry:
                     error = None
                     found = self._find(ref_kind, ref)
                     if found is None:
-                        error = SpecError(f"no {ref_kind} named {ref!r}", entry.path, field)
+                        error = SpecError(f"no {ref_kind} named {short_repr(ref)}", entry.path,
+                                          field)
                     elif (isinstance(entry.spec, System) and field == "host_link"
                           and isinstance(found.spec, Link)
                           and entry.spec.host_link_sustained_bandwidth is not None
@@ -183,8 +200,13 @@ class Registry:
                         continue
                     if entry.builtin:
                         raise error
-                    self._problem(str(error))
-                    del self._entries[kind][key]
+                    replaced = self._replaced[kind].pop(key, None)
+                    if replaced is not None:
+                        self._entries[kind][key] = replaced
+                        self._problem(f"{error} (the {kind} from {replaced.path} stays)")
+                    else:
+                        self._problem(str(error))
+                        del self._entries[kind][key]
                     break
 
     def _index_aliases(self) -> None:
@@ -195,21 +217,26 @@ class Registry:
                     alias_key = normalize_name(alias)
                     if alias_key in self._entries[kind] and alias_key != key:
                         warnings.warn(
-                            f"{entry.path}: alias {alias!r} is the name of another {kind}; "
-                            "the name wins",
+                            f"{entry.path}: alias {short_repr(alias)} is the name of another "
+                            f"{kind}; the name wins",
                             SpecWarning,
                             stacklevel=3,
                         )
                         continue
                     if aliases.get(alias_key, key) != key:
                         warnings.warn(
-                            f"{entry.path}: alias {alias!r} also names "
+                            f"{entry.path}: alias {short_repr(alias)} also names "
                             f"{self._entries[kind][aliases[alias_key]].spec.name}; it now "
                             f"means {entry.spec.name}",
                             SpecWarning,
                             stacklevel=3,
                         )
                     aliases[alias_key] = key
+            for key, inherited in self._inherited[kind].items():
+                for alias in inherited:
+                    alias_key = normalize_name(alias)
+                    if alias_key not in self._entries[kind] and alias_key not in aliases:
+                        aliases[alias_key] = key  # unless a name or an alias claimed above
             self._aliases[kind] = aliases
 
     def _find(self, kind: str, name: str) -> Entry | None:
@@ -224,7 +251,8 @@ class Registry:
     def entry(self, kind: SpecKind, name: str) -> Entry:
         """The entry for ``name`` (or an alias); :class:`UnknownNameError` lists close names."""
         if kind not in self._entries:
-            raise SpecError(f"unknown spec kind {kind!r} (expected one of {', '.join(KINDS)})")
+            raise SpecError(
+                f"unknown spec kind {short_repr(kind)} (expected one of {', '.join(KINDS)})")
         found = self._find(kind, name)
         if found is None:
             names = [e.spec.name for e in self._entries[kind].values()]

@@ -22,13 +22,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.workload.reading import (
     BadRecordError,
     BadRecords,
     count_field,
     iter_json_lines,
     one_of,
+    plain_name,
     text_field,
 )
 from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
@@ -83,7 +84,7 @@ def load_docqa(
             answer = _tokens(record, "answer", "answer_tokens", counter, required=False)
             if known is not None and doc_tokens is not None and doc_tokens != known[0]:
                 raise BadRecordError(
-                    f"document {doc_id!r} has {doc_tokens} tokens here but {known[0]} on "
+                    f"document {short_repr(doc_id)} has {doc_tokens} tokens here but {known[0]} on "
                     f"line {known[1]}"
                 )
         except BadRecordError as error:
@@ -108,7 +109,7 @@ def load_docqa(
         else "documents never cached"
     )
     source = f"document QA in {file} ({mode}; {counter.describe()})"
-    return builder.build(name or file.stem, source, skipped=bad.skipped)
+    return builder.build(name or plain_name(file).stem, source, skipped=bad.skipped)
 
 
 def _output(answer: int | None) -> int:

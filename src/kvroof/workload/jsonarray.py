@@ -5,6 +5,9 @@ refilled from the file as needed: memory holds one element plus one read chunk, 
 file. An element that does not fit the buffer makes the next read at least as large as the
 buffer (doubling), so a long element is parsed in amortised linear time.
 
+One element may hold at most :data:`~kvroof.workload.reading.MAX_RECORD_CHARS`
+characters (a file that is one endless element is an error, not a read into memory).
+
 A syntax error cannot be skipped (the array cannot be resynchronised after it), so it is
 always an error, with the element's index and character offset in the file.
 """
@@ -16,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from kvroof.workload import reading
 from kvroof.errors import KvroofError
 
 __all__ = ["CHUNK_CHARS", "iter_json_array"]
@@ -62,6 +66,17 @@ class _Reader:
         self.buffer += data
         return True
 
+    def _room(self, index: int, end: int | None = None) -> bool:
+        """True while the element being read (to ``end``, or the end of the buffer) is within
+        the size limit; else an error."""
+        limit = reading.MAX_RECORD_CHARS
+        if (len(self.buffer) if end is None else end) - self.pos > limit:
+            raise KvroofError(
+                f"{self.path}: {self.what} {index} is longer than {limit:,} characters, the "
+                "limit for one record"
+            )
+        return True
+
     def peek(self) -> str | None:
         """The next non-whitespace character (not consumed), or None at the end of file."""
         while True:
@@ -80,20 +95,32 @@ class _Reader:
                 maybe_cut = error.pos >= len(self.buffer) - _TAIL or error.msg.startswith(
                     "Unterminated string"
                 )
-                if maybe_cut and self.more():
+                if maybe_cut and self._room(index) and self.more():
                     continue
                 raise KvroofError(
                     f"{self.path}: {self.what} {index}: not valid JSON ({error.msg} at "
                     f"character {self.offset + error.pos}); a broken array cannot be skipped"
+                ) from None
+            except RecursionError:
+                raise KvroofError(
+                    f"{self.path}: {self.what} {index}: nested too deeply to read (character "
+                    f"{self.offset + self.pos}); a broken array cannot be skipped"
+                ) from None
+            except ValueError as error:  # e.g. an integer of more than 4300 digits
+                raise KvroofError(
+                    f"{self.path}: {self.what} {index}: not valid JSON ({str(error)[:60]}); a "
+                    "broken array cannot be skipped"
                 ) from None
             # a number that reaches the end of the buffer may continue in the next chunk
             # ("12" of "123"; "1.5" of "1.5e-7", where "1.5e" decodes as 1.5)
             if (
                 isinstance(value, int | float)
                 and not self.buffer[end:].strip(_NUMBER_CHARS)
+                and self._room(index)
                 and self.more()
             ):
                 continue
+            self._room(index, end)
             self.pos = end
             if self.pos > self.chunk:
                 self.offset += self.pos

@@ -31,12 +31,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.workload.reading import (
     BadRecordError,
     BadRecords,
     count_field,
     iter_json_lines,
+    plain_name,
 )
 from kvroof.workload.records import Workload, WorkloadBuilder
 
@@ -87,13 +88,15 @@ def _hash_ids(value: Any) -> list[int]:
         raise BadRecordError("'hash_ids' must be a list of integers")
     for item in value:
         if isinstance(item, bool) or not isinstance(item, int):
-            raise BadRecordError(f"'hash_ids' must be a list of integers, found {item!r}")
+            raise BadRecordError(
+                f"'hash_ids' must be a list of integers, found {short_repr(item)}")
     return value
 
 
 def _timestamp(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise BadRecordError(f"'timestamp' must be a number of milliseconds, got {value!r}")
+        raise BadRecordError(
+            f"'timestamp' must be a number of milliseconds, got {short_repr(value)}")
     return float(value)
 
 
@@ -157,4 +160,4 @@ def load_mooncake(
         "tokens"
     )
     source = f"Mooncake trace {file} ({block_tokens}-token blocks, {capacity})"
-    return builder.build(name or file.stem, source, skipped=bad.skipped)
+    return builder.build(name or plain_name(file).stem, source, skipped=bad.skipped)

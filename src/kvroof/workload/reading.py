@@ -1,5 +1,9 @@
 """What the loaders share: opening files, JSON Lines, field checks and the bad-record policy.
 
+Files may be plain or gzip-compressed, told apart by their first bytes (never by the name);
+a compressed file is decompressed as it is read, up to :data:`MAX_DECOMPRESSED_BYTES`. A
+line, or one element of a JSON array, may hold at most :data:`MAX_RECORD_CHARS` characters.
+
 Policy: a bad record (a malformed line, a missing or wrong field, a conversation of the wrong
 shape) stops the load with one line naming the file, the line number or conversation index,
 and what is wrong. With ``skip_bad=True`` such records are skipped, counted in
@@ -10,26 +14,52 @@ error.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import math
 import warnings
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, Final, TextIO
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
+from kvroof.userfiles import capped_lines, format_size
 
 __all__ = [
+    "MAX_DECOMPRESSED_BYTES",
+    "MAX_RECORD_CHARS",
     "BadRecordError",
     "BadRecords",
     "SkippedRecordsWarning",
     "count_field",
     "iter_json_lines",
+    "json_record",
+    "lines",
     "one_of",
     "open_text",
+    "plain_name",
     "text_field",
     "utf8_error",
 ]
+
+MAX_DECOMPRESSED_BYTES: Final = 16 << 30
+"""A gzip-compressed workload may decompress to at most this many bytes (16 GiB): a "gzip
+bomb" stops with an error instead of running for hours (memory stays bounded either way:
+the loaders stream)."""
+
+MAX_RECORD_CHARS: Final = 64 << 20
+"""Characters in one line of a JSON Lines or CSV file, or in one element of a JSON array
+(64 Mi): a file with no line breaks is an error, not a read of the whole file into memory."""
+
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+_OTHER_COMPRESSION: Final = {
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PK\x03\x04": "zip",
+}
 
 
 class SkippedRecordsWarning(UserWarning):
@@ -75,14 +105,93 @@ class BadRecords:
             )
 
 
+class _Inflated(io.RawIOBase):
+    """A gzip stream decompressed on the fly, that stops past ``limit`` bytes."""
+
+    def __init__(self, raw: BinaryIO, path: Path, limit: int) -> None:
+        super().__init__()
+        self._raw = raw
+        self._gzip = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._path = path
+        self._limit = limit
+        self._total = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            count = self._gzip.readinto(buffer)
+        except (OSError, EOFError, zlib.error) as error:
+            raise KvroofError(f"{self._path}: broken gzip data ({error})") from None
+        self._total += count
+        if self._total > self._limit:
+            raise KvroofError(
+                f"{self._path}: decompresses to more than {format_size(self._limit)}, the limit "
+                "for a compressed workload (a gzip bomb?)"
+            )
+        return count
+
+    def close(self) -> None:
+        try:
+            self._gzip.close()
+            self._raw.close()
+        finally:
+            super().close()
+
+
 def open_text(path: str | Path) -> TextIO:
-    """``path`` opened as UTF-8 text (a leading byte-order mark is dropped)."""
+    """``path`` opened as UTF-8 text (a leading byte-order mark is dropped); a gzip-compressed
+    file (known by its first bytes) is decompressed as it is read, up to
+    :data:`MAX_DECOMPRESSED_BYTES`. The caller closes it."""
     file = Path(path)
     if not file.exists():
         raise KvroofError(f"{file}: no such file")
     if not file.is_file():
         raise KvroofError(f"{file}: not a regular file")
-    return open(file, encoding="utf-8-sig")  # the caller closes it
+    try:
+        raw = open(file, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    except OSError as error:
+        raise KvroofError(f"{file}: cannot read ({error.strerror or error})") from None
+    try:
+        head = raw.peek(8)[:8]
+        if head.startswith(_GZIP_MAGIC):
+            stream: BinaryIO = io.BufferedReader(_Inflated(raw, file, MAX_DECOMPRESSED_BYTES))
+        else:
+            for magic, kind in _OTHER_COMPRESSION.items():
+                if head.startswith(magic):
+                    raise KvroofError(f"{file}: {kind}-compressed; kvroof reads plain or "
+                                      "gzip-compressed files (decompress it first)")
+            stream = raw
+    except BaseException:
+        raw.close()
+        raise
+    return io.TextIOWrapper(stream, encoding="utf-8-sig")
+
+
+def plain_name(path: str | Path) -> Path:
+    """``path`` without a trailing ``.gz`` (``trace.csv.gz`` -> ``trace.csv``): what the name
+    says about the format inside (compression itself is known from the content)."""
+    file = Path(path)
+    return file.with_suffix("") if file.suffix.lower() == ".gz" else file
+
+
+def lines(handle: TextIO, path: Path) -> Iterator[str]:
+    """The lines of ``handle``, each at most :data:`MAX_RECORD_CHARS` characters (a longer
+    one is an error naming its line number)."""
+    return capped_lines(handle, path, MAX_RECORD_CHARS)
+
+
+def json_record(text: str) -> Any:
+    """``json.loads(text)``, with every way it can fail as a :class:`BadRecordError`."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise BadRecordError(f"not valid JSON ({error.msg}, column {error.colno})") from None
+    except RecursionError:
+        raise BadRecordError("nested too deeply to read") from None
+    except ValueError as error:  # e.g. an integer of more than 4300 digits
+        raise BadRecordError(f"not valid JSON ({str(error)[:60]})") from None
 
 
 def utf8_error(path: Path, lineno: int) -> KvroofError:
@@ -99,7 +208,7 @@ def iter_json_lines(path: Path, bad: BadRecords) -> Iterator[tuple[int, dict[str
     seen = False
     with open_text(path) as handle:
         try:
-            for lineno, line in enumerate(handle, 1):
+            for lineno, line in enumerate(lines(handle, path), 1):
                 text = line.strip()
                 if not text:
                     continue
@@ -110,10 +219,9 @@ def iter_json_lines(path: Path, bad: BadRecords) -> Iterator[tuple[int, dict[str
                     )
                 seen = True
                 try:
-                    record = json.loads(text)
-                except json.JSONDecodeError as error:
-                    bad.reject(f"line {lineno}", f"not valid JSON ({error.msg}, column "
-                               f"{error.colno})")
+                    record = json_record(text)
+                except BadRecordError as error:
+                    bad.reject(f"line {lineno}", str(error))
                     continue
                 if not isinstance(record, dict):
                     bad.reject(f"line {lineno}",
@@ -161,13 +269,15 @@ MAX_TOKENS = 10**15
 def count_field(name: str, value: Any, minimum: int = 0) -> int:
     """A JSON token count: an integer (or integral float) >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BadRecordError(f"{name!r} must be an integer, got {_json_type(value)} {value!r}")
+        raise BadRecordError(
+            f"{name!r} must be an integer, got {_json_type(value)} {short_repr(value)}")
     if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
-        raise BadRecordError(f"{name!r} must be an integer, got {value!r}")
+        raise BadRecordError(f"{name!r} must be an integer, got {short_repr(value)}")
     if value < minimum:
-        raise BadRecordError(f"{name!r} must be >= {minimum}, got {value!r}")
+        raise BadRecordError(f"{name!r} must be >= {minimum}, got {short_repr(value)}")
     if value > MAX_TOKENS:
-        raise BadRecordError(f"{name!r} must be at most {MAX_TOKENS:.0e} tokens, got {value!r}")
+        raise BadRecordError(
+            f"{name!r} must be at most {MAX_TOKENS:.0e} tokens, got {short_repr(value)}")
     return int(value)
 
 

@@ -152,6 +152,27 @@ class Workload:
             skipped=skipped,
         )
 
+    def to_frame(self) -> Any:
+        """A pandas DataFrame with one row per request: ``new_tokens``, ``cached_tokens``,
+        ``output_tokens`` (-1 where unknown), ``group_id`` and, when known, ``arrival_time``
+        (seconds)."""
+        from kvroof.display import require_pandas
+
+        pandas = require_pandas()
+        columns: dict[str, Any] = {"new_tokens": self.new_tokens,
+                                   "cached_tokens": self.cached_tokens,
+                                   "output_tokens": self.output_tokens, "group_id": self.group_id}
+        if self.arrival_time is not None:
+            columns["arrival_time"] = self.arrival_time
+        return pandas.DataFrame(columns)
+
+    def _repr_html_(self) -> str:
+        from kvroof.workload.stats import describe
+
+        if len(self) == 0:
+            return f"<p>workload {self.name!r}: no requests</p>"
+        return describe(self)._repr_html_()
+
     def __len__(self) -> int:
         return int(self.new_tokens.shape[0])
 

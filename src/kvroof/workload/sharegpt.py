@@ -1,7 +1,9 @@
 """ShareGPT conversations -> one request per user turn.
 
 Input: a JSON list of conversations, each ``{"id": ..., "conversations": [{"from": ...,
-"value": ...}, ...]}`` (``role``/``content`` are accepted in place of ``from``/``value``).
+"value": ...}, ...]}`` (``role``/``content`` are accepted in place of ``from``/``value``), or
+the same conversations as JSON Lines, one per line; the first character of the file tells
+which (``[`` or ``{``). Either may be gzip-compressed (:func:`.reading.open_text`).
 Speakers: ``human``/``user`` (a request), ``gpt``/``assistant``/``chatgpt``/``bard``/``bing``
 (a reply), ``system``. The file is streamed (:mod:`.jsonarray`): a multi-GB file does not
 have to fit in memory.
@@ -28,13 +30,20 @@ A conversation with no user turn gives no request; how many there were is warned
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.workload.jsonarray import iter_json_array
-from kvroof.workload.reading import BadRecordError, BadRecords, open_text
+from kvroof.workload.reading import (
+    BadRecordError,
+    BadRecords,
+    iter_json_lines,
+    open_text,
+    plain_name,
+    utf8_error,
+)
 from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
 from kvroof.workload.tokens import HeuristicTokenCounter, TokenCounter
 
@@ -76,8 +85,8 @@ def _turns(conversation: Any) -> list[tuple[Role, str]]:
         role = ROLES.get(str(speaker).lower())
         if role is None:
             raise BadRecordError(
-                f"turn {j}: unknown speaker {speaker!r} (expected human/user, gpt/assistant "
-                "or system)"
+                f"turn {j}: unknown speaker {short_repr(speaker)} (expected human/user, "
+                "gpt/assistant or system)"
             )
         if not isinstance(text, str):
             raise BadRecordError(f"turn {j}: 'value' must be text")
@@ -120,6 +129,35 @@ def conversation_requests(
     return requests
 
 
+def _first_character(file: Path) -> str:
+    """The first non-whitespace character of ``file`` ('' for none)."""
+    with open_text(file) as handle:
+        try:
+            while chunk := handle.read(1 << 16):
+                text = chunk.lstrip()
+                if text:
+                    return text[0]
+        except UnicodeDecodeError:
+            raise utf8_error(file, 1) from None
+    return ""
+
+
+def _conversations(file: Path, bad: BadRecords) -> Iterator[tuple[int, str, Any]]:
+    """(index, where, conversation) for each conversation of a JSON array or JSON Lines file;
+    ``where`` locates it in error messages ("conversation 3" or "line 4")."""
+    if _first_character(file) == "{":
+        for index, (lineno, record) in enumerate(iter_json_lines(file, bad)):
+            yield index, f"line {lineno}", record
+        return
+    with open_text(file) as handle:
+        count = 0
+        for index, conversation in enumerate(iter_json_array(handle, file, "conversation")):
+            count += 1
+            yield index, f"conversation {index}", conversation
+    if count == 0:
+        raise KvroofError(f"{file}: the list of conversations is empty")
+
+
 def load_sharegpt(
     path: str | Path,
     *,
@@ -130,10 +168,13 @@ def load_sharegpt(
     skip_bad: bool = False,
     name: str | None = None,
 ) -> Workload:
-    """Requests of a ShareGPT JSON file (see the module docstring for T, K and the options).
+    """Requests of a ShareGPT JSON or JSON Lines file (see the module docstring for T, K and
+    the options).
 
-    A conversation of the wrong shape (by index, 0-based) stops the load, or is skipped and
-    counted with ``skip_bad=True``; invalid JSON always stops it."""
+    A conversation of the wrong shape (by index, 0-based, in a JSON array; by line number in
+    JSON Lines) stops the load, or is skipped and counted with ``skip_bad=True``; invalid JSON
+    always stops a JSON array (it cannot be resynchronised), and is a bad line in JSON
+    Lines."""
     file = Path(path)
     if system_prompt is not None and not include_system:
         raise KvroofError("system_prompt is only used with include_system=True")
@@ -141,33 +182,30 @@ def load_sharegpt(
     system_tokens = counter.count(system_prompt) if system_prompt is not None else None
     bad = BadRecords(file, skip_bad, unit="conversation")
     builder = WorkloadBuilder()
-    conversations = 0
+    kept = 0
     without_user = 0
-    with open_text(file) as handle:
-        for index, conversation in enumerate(iter_json_array(handle, file, "conversation")):
-            conversations += 1
-            try:
-                turns = _turns(conversation)
-            except BadRecordError as error:
-                bad.reject(f"conversation {index}", str(error))
-                continue
-            counted = [(role, counter.count(text)) for role, text in turns]
-            requests = conversation_requests(
-                counted,
-                previous_reply_cached=previous_reply_cached,
-                system_tokens=system_tokens,
-                include_system=include_system,
-            )
-            if not requests:
-                without_user += 1
-                continue
-            raw_id = conversation.get("id")
-            group = str(index) if raw_id is None else str(raw_id)
-            for new, cached, output in requests:
-                builder.add(new, cached, output, group)
-    if conversations == 0:
-        raise KvroofError(f"{file}: the list of conversations is empty")
-    bad.finish(conversations - without_user - bad.skipped)
+    for index, where, conversation in _conversations(file, bad):
+        try:
+            turns = _turns(conversation)
+        except BadRecordError as error:
+            bad.reject(where, str(error))
+            continue
+        counted = [(role, counter.count(text)) for role, text in turns]
+        requests = conversation_requests(
+            counted,
+            previous_reply_cached=previous_reply_cached,
+            system_tokens=system_tokens,
+            include_system=include_system,
+        )
+        if not requests:
+            without_user += 1
+            continue
+        kept += 1
+        raw_id = conversation.get("id")
+        group = str(index) if raw_id is None else str(raw_id)
+        for new, cached, output in requests:
+            builder.add(new, cached, output, group)
+    bad.finish(kept)
     if without_user:
         warnings.warn(
             f"{file}: {without_user} conversation(s) have no user turn and give no request",
@@ -179,4 +217,4 @@ def load_sharegpt(
         "system prompt included" if include_system else "system turns left out",
     ]
     source = f"ShareGPT conversations in {file} ({', '.join(options)}; tokens: {counter.name})"
-    return builder.build(name or file.stem, source, skipped=bad.skipped)
+    return builder.build(name or plain_name(file).stem, source, skipped=bad.skipped)

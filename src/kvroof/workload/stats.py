@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.workload.records import FloatArray, Workload
 
 __all__ = ["PERCENTILES", "Distribution", "WorkloadStats", "describe", "percentiles", "summarize"]
@@ -97,11 +97,36 @@ class WorkloadStats:
         """Plain values for JSON (infinities stay floats; the CLI writes them as null)."""
         return asdict(self)
 
+    def _columns(self) -> dict[str, Distribution | None]:
+        return {"new_tokens": self.new_tokens, "cached_tokens": self.cached_tokens,
+                "kappa_ratio": self.kappa_ratio, "output_tokens": self.output_tokens}
+
+    def to_frame(self) -> Any:
+        """A pandas DataFrame: one row per statistic (p10 ... p99, iqr, mean, infinite), one
+        column per quantity (``new_tokens``, ``cached_tokens``, ``kappa_ratio``,
+        ``output_tokens``)."""
+        from kvroof.display import require_pandas
+
+        pandas = require_pandas()
+        data = {name: dist.as_dict() for name, dist in self._columns().items() if dist}
+        return pandas.DataFrame(data)
+
+    def _repr_html_(self) -> str:
+        from kvroof.display import html_table, number
+
+        columns = {name: dist for name, dist in self._columns().items() if dist is not None}
+        statistics = ["p10", "p25", "p50", "p75", "p90", "p99", "iqr", "mean"]
+        rows = [[stat, *(number(getattr(dist, stat)) for dist in columns.values())]
+                for stat in statistics]
+        title = (f"{self.name}{' (SYNTHETIC)' if self.synthetic else ''}: {self.count:,} "
+                 f"requests ({self.skipped} skipped)")
+        return html_table(rows, title, ["statistic", *columns])
+
 
 def describe(workload: Workload) -> WorkloadStats:
     """Percentiles, IQR and means of T, K and kappa_ratio (and of known output lengths)."""
     if len(workload) == 0:
-        raise KvroofError(f"workload {workload.name!r} has no requests")
+        raise KvroofError(f"workload {short_repr(workload.name)} has no requests")
     known = workload.output_known
     n_known = int(np.count_nonzero(known))
     return WorkloadStats(

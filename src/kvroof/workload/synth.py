@@ -159,10 +159,24 @@ MAX_REQUESTS = 100_000_000
 """About 2.4 GB of columns: more is almost certainly a typo."""
 
 
-def synthesize(kind: str, n: int, seed: int = 0) -> Workload:
+DEFAULT_MAX_CONTEXT = 131072
+"""The 128K-token context of Llama-3.1, DeepSeek-V3 and YaRN-extended Qwen3: no request of a
+synthetic workload is longer by default (a lognormal tail would otherwise draw K of millions)."""
+
+
+def synthesize(kind: str, n: int, seed: int = 0,
+               max_context: int | None = DEFAULT_MAX_CONTEXT) -> Workload:
     """``n`` synthetic requests of ``kind`` (sharegpt, narrativeqa, docfinqa), reproducible
-    from ``seed``. Output lengths, arrival times and group ids are unknown (not published)."""
+    from ``seed``. Output lengths, arrival times and group ids are unknown (not published).
+
+    A request with ``T + K`` above ``max_context`` (``None``: no cap) has its K cut to
+    ``max_context - T`` (and T to ``max_context`` if T alone exceeds it); the workload's
+    source says how many were cut."""
     params = model(kind)
+    if max_context is not None and (isinstance(max_context, bool)
+                                    or not isinstance(max_context, int) or max_context < 2):
+        raise KvroofError(f"max_context must be an integer of at least 2 tokens, got "
+                          f"{max_context!r}")
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REQUESTS:
         raise KvroofError(f"number of requests must be an integer from 1 to {MAX_REQUESTS:,}, "
                           f"got {n!r}")
@@ -176,6 +190,14 @@ def synthesize(kind: str, n: int, seed: int = 0) -> Workload:
     cached = np.rint(kappa * new).astype(np.int64)
     if params.first_turn_share > 0:
         cached[rng.random(n) < params.first_turn_share] = 0
+    capped_note = ""
+    if max_context is not None:
+        too_long = new + cached > max_context
+        new = np.minimum(new, max_context)
+        cached = np.minimum(cached, max_context - new)
+        count = int(too_long.sum())
+        capped_note = (f"; {count:,} of {n:,} ({100 * count / n:.1f}%) cut to a "
+                       f"{max_context:,}-token context")
     return Workload.from_columns(
         new,
         cached,
@@ -183,6 +205,7 @@ def synthesize(kind: str, n: int, seed: int = 0) -> Workload:
         synthetic=True,
         source=(
             f"SYNTHETIC: {n} requests drawn (seed {seed}) from a lognormal model of the "
-            f"published {kind} statistics (kvroof.workload.synth); not measured data"
+            f"published {kind} statistics (kvroof.workload.synth); not measured "
+            f"data{capped_note}"
         ),
     )

@@ -27,13 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, clip, short_repr
+from kvroof.outputs import replacing
 from kvroof.workload.reading import (
     BadRecordError,
     BadRecords,
     count_field,
     iter_json_lines,
+    lines,
     open_text,
+    plain_name,
     utf8_error,
 )
 from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, WorkloadBuilder
@@ -55,15 +58,21 @@ _TRUE = {"true", "1", "yes"}
 _FALSE = {"false", "0", "no", ""}
 
 
-def table_kind(path: str | Path) -> str:
-    """The table kind by extension: ``csv`` (.csv) or ``jsonl`` (.jsonl, .ndjson, .json)."""
-    suffix = Path(path).suffix.lower()
+def table_kind(path: str | Path, *, writing: bool = False) -> str:
+    """The table kind by extension: ``csv`` (.csv) or ``jsonl`` (.jsonl, .ndjson, .json). For
+    reading, a trailing ``.gz`` is looked through (``t.csv.gz`` is a CSV table; the compression
+    itself is known from the file's content); kvroof writes plain tables only."""
+    if writing and Path(path).suffix.lower() == ".gz":
+        raise KvroofError(f"{path}: kvroof writes uncompressed tables; name it .csv or .jsonl "
+                          "(and compress it afterwards if you like: reading takes .gz)")
+    suffix = plain_name(path).suffix.lower()
     if suffix == ".csv":
         return "csv"
     if suffix in (".jsonl", ".ndjson", ".json"):
         return "jsonl"
     raise KvroofError(
-        f"{path}: a table file must end in .csv or .jsonl, not {suffix or 'nothing'!r}"
+        f"{path}: a table file must end in .csv or .jsonl (or .csv.gz, .jsonl.gz), not "
+        f"{short_repr(suffix or 'nothing')}"
     )
 
 
@@ -76,14 +85,16 @@ def _resolve(names: list[str]) -> dict[str, str]:
     for column, aliases in COLUMNS.items():
         present = [lowered[a] for a in aliases if a in lowered]
         if len(present) > 1:
-            raise BadRecordError(f"{present[0]!r} and {present[1]!r} mean the same; keep one")
+            raise BadRecordError(
+                f"{short_repr(present[0])} and {short_repr(present[1])} mean the same; keep one")
         if present:
             found[column] = present[0]
     for required in ("new_tokens", "cached_tokens"):
         if required not in found:
             alias = COLUMNS[required][1].upper()
             raise BadRecordError(
-                f"missing {required!r} (or {alias!r}); found: {', '.join(names) or 'nothing'}"
+                f"missing {required!r} (or {alias!r}); found: "
+                f"{clip(', '.join(names)) or 'nothing'}"
             )
     return found
 
@@ -130,9 +141,9 @@ def _count(name: str, value: Any, required: bool, minimum: int = 0) -> Any:
         try:
             number = float(text)
         except ValueError:
-            raise BadRecordError(f"{name!r} must be an integer, got {text!r}") from None
+            raise BadRecordError(f"{name!r} must be an integer, got {short_repr(text)}") from None
         if not number.is_integer():
-            raise BadRecordError(f"{name!r} must be an integer, got {text!r}")
+            raise BadRecordError(f"{name!r} must be an integer, got {short_repr(text)}")
         value = int(number)
     return count_field(name, value, minimum)
 
@@ -141,13 +152,13 @@ def _seconds(value: Any) -> float:
     if value is None or (isinstance(value, str) and not value.strip()):
         return math.nan
     if isinstance(value, bool):
-        raise BadRecordError(f"'arrival_time' must be seconds, got {value!r}")
+        raise BadRecordError(f"'arrival_time' must be seconds, got {short_repr(value)}")
     try:
         seconds = float(value)
-    except (TypeError, ValueError):
-        raise BadRecordError(f"'arrival_time' must be seconds, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise BadRecordError(f"'arrival_time' must be seconds, got {short_repr(value)}") from None
     if not math.isfinite(seconds):
-        raise BadRecordError(f"'arrival_time' must be finite, got {value!r}")
+        raise BadRecordError(f"'arrival_time' must be finite, got {short_repr(value)}")
     return seconds
 
 
@@ -159,7 +170,7 @@ def _flag(value: Any) -> bool:
         return True
     if text in _FALSE:
         return False
-    raise BadRecordError(f"'synthetic' must be true or false, got {value!r}")
+    raise BadRecordError(f"'synthetic' must be true or false, got {short_repr(value)}")
 
 
 Rows = Iterator[tuple[int, dict[str, Any]]]
@@ -168,24 +179,25 @@ Rows = Iterator[tuple[int, dict[str, Any]]]
 def _csv_rows(path: Path, bad: BadRecords) -> tuple[dict[str, str], Rows]:
     handle = open_text(path)
     try:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        while header is not None and not any(cell.strip() for cell in header):
+        reader = csv.reader(lines(handle, path))
+        try:
             header = next(reader, None)
-    except (UnicodeDecodeError, csv.Error) as error:
+            while header is not None and not any(cell.strip() for cell in header):
+                header = next(reader, None)
+        except (UnicodeDecodeError, csv.Error) as error:
+            raise KvroofError(f"{path}: cannot read the CSV header ({error})") from None
+        if header is None:
+            raise KvroofError(f"{path}: empty file (no header row)")
+        if header[0].lstrip().startswith(("{", "[")):
+            raise KvroofError(
+                f"{path}: looks like JSON, not CSV (a JSON Lines table ends in .jsonl)")
+        try:
+            columns = _resolve(header)
+        except BadRecordError as error:
+            raise KvroofError(f"{path}: header: {error}") from None
+    except BaseException:
         handle.close()
-        raise KvroofError(f"{path}: cannot read the CSV header ({error})") from None
-    if header is None:
-        handle.close()
-        raise KvroofError(f"{path}: empty file (no header row)")
-    if header[0].lstrip().startswith(("{", "[")):
-        handle.close()
-        raise KvroofError(f"{path}: looks like JSON, not CSV (a JSON Lines table ends in .jsonl)")
-    try:
-        columns = _resolve(header)
-    except BadRecordError as error:
-        handle.close()
-        raise KvroofError(f"{path}: header: {error}") from None
+        raise
     names = list(header)
 
     def rows() -> Iterator[tuple[int, dict[str, Any]]]:
@@ -229,7 +241,8 @@ def load_table(
             except BadRecordError as error:
                 bad.reject(f"line {lineno}", str(error))
     bad.finish(len(parsed.builder))
-    workload_name = name or (next(iter(parsed.names)) if len(parsed.names) == 1 else file.stem)
+    workload_name = name or (next(iter(parsed.names)) if len(parsed.names) == 1
+                             else plain_name(file).stem)
     source = f"table {file}" + (" (marked synthetic)" if parsed.synthetic else "")
     workload = parsed.builder.build(workload_name, source, parsed.synthetic, bad.skipped)
     if workload.arrival_time is not None and bool(np.all(np.isnan(workload.arrival_time))):
@@ -259,12 +272,20 @@ def _rows_for_output(workload: Workload) -> tuple[list[str], list[list[Any]]]:
 
 
 def write_table(workload: Workload, path: str | Path) -> Path:
-    """Write ``workload`` as a table file (CSV or JSON Lines by extension); returns the path."""
+    """Write ``workload`` as a table file (CSV or JSON Lines by extension); returns the path.
+    The file is written to a temporary file beside it and renamed into place when complete."""
     file = Path(path)
-    kind = table_kind(file)
+    kind = table_kind(file, writing=True)
     header, rows = _rows_for_output(workload)
+    with replacing(file) as (temp,):  # an existing file is replaced only when complete
+        _write_rows(temp, file, kind, header, rows)
+    return file
+
+
+def _write_rows(temp: Path, file: Path, kind: str, header: list[str],
+                rows: list[list[Any]]) -> None:
     try:
-        with open(file, "w", encoding="utf-8", newline="") as handle:
+        with open(temp, "x", encoding="utf-8", newline="") as handle:
             if kind == "csv":
                 writer = csv.writer(handle, lineterminator="\n")
                 writer.writerow(header)
@@ -277,4 +298,3 @@ def write_table(workload: Workload, path: str | Path) -> Path:
                     handle.write(json.dumps(dict(zip(header, row, strict=True))) + "\n")
     except OSError as error:
         raise KvroofError(f"{file}: cannot write ({error.strerror})") from None
-    return file

@@ -22,7 +22,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 
 __all__ = [
     "CHARS_PER_TOKEN",
@@ -152,12 +152,12 @@ def tiktoken_counter(encoding: str) -> TokenCounter:
         coder = tiktoken.get_encoding(encoding)
     except _DownloadRefusedError:
         raise KvroofError(
-            f"tiktoken encoding {encoding!r} is not in the local cache and kvroof never "
+            f"tiktoken encoding {short_repr(encoding)} is not in the local cache and kvroof never "
             "downloads (put its file in TIKTOKEN_CACHE_DIR, or use a tokenizer.json)"
         ) from None
     except ValueError as error:
         first = str(error).splitlines()[0]
-        raise KvroofError(f"tiktoken encoding {encoding!r}: {first}") from None
+        raise KvroofError(f"tiktoken encoding {short_repr(encoding)}: {first}") from None
     finally:
         setattr(loader, "read_file", original)  # noqa: B010
 

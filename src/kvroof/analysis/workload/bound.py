@@ -21,7 +21,7 @@ import numpy as np
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa import kappa_paper_for
 from kvroof.cost.timing import OVERLAP_MODES, ttft
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.workload.records import Workload
 from kvroof.workload.stats import Distribution, summarize
 
@@ -75,7 +75,7 @@ def _shares(workload: Workload, bound: np.ndarray[Any, Any]) -> tuple[float, flo
 def transfer_bound_shares(workload: Workload, dep: Deployment, mode: Mode = "full") -> BoundShares:
     """Shares of ``workload`` that are transfer-bound on ``dep`` (see the module docstring)."""
     if len(workload) == 0:
-        raise KvroofError(f"workload {workload.name!r} has no requests")
+        raise KvroofError(f"workload {short_repr(workload.name)} has no requests")
     t = workload.new_tokens.astype(np.float64)
     k = workload.cached_tokens.astype(np.float64)
     if mode == "paper":
@@ -85,7 +85,7 @@ def transfer_bound_shares(workload: Workload, dep: Deployment, mode: Mode = "ful
         return BoundShares(workload.name, workload.synthetic, dep.short_label, mode,
                            len(workload), by_request, by_tokens, crit, None, None)
     if mode != "full":
-        raise KvroofError(f"mode: expected paper or full, got {mode!r}")
+        raise KvroofError(f"mode: expected paper or full, got {short_repr(mode)}")
     results = {overlap: ttft(dep, t, k, overlap) for overlap in OVERLAP_MODES}
     serial = results["serial"]
     bound = np.asarray(serial.bound) == "transfer"
