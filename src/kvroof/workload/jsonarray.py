@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvroof.workload import reading
 from kvroof.errors import KvroofError
+from kvroof.workload import reading
 
 __all__ = ["CHUNK_CHARS", "iter_json_array"]
 
