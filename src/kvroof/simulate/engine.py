@@ -131,7 +131,7 @@ class Engine:
         self._load_end = 0.0
 
     # -- arrivals ---------------------------------------------------------------------------------
-    def accept(self, request: Request, time: float, preload: list[int], sizes: list[int]) -> None:
+    def accept(self, request: Request, time: float) -> None:
         """A request routed here at ``time`` (an iteration boundary at or after it sees it)."""
         if self.pending is not None and time < self.pending.end:
             run = self.pending
@@ -143,9 +143,6 @@ class Engine:
                 self.pool.release(run.decodes)
         if self.now < time:
             self.now = time
-        if preload:
-            self._apply_saves(time)
-            self.host.insert(preload, sizes)
         request.replica = self.index
         self.waiting.append(request)
         self.outstanding += 1
@@ -183,8 +180,11 @@ class Engine:
     def _idle(self) -> None:
         """Nothing could be scheduled: sleep until a load lands or held requests may go."""
         wake = math.inf
-        while self.loads and self.loads[0][2].state != LOADING:
-            heapq.heappop(self.loads)
+        loads = self.loads
+        while loads and (loads[0][2].state != LOADING or loads[0][0] <= self.now):
+            _, _, landed = heapq.heappop(loads)
+            if landed.state == LOADING:  # landed, but the queue never reached it
+                landed.state = READY
         if self.loads:
             wake = self.loads[0][0]
         if self.held_until > self.now:
@@ -203,7 +203,8 @@ class Engine:
 
     def _unstick(self) -> bool:
         """Nothing runs and the queue's head cannot fit because loaded requests behind it hold
-        the KV space: give back the newest loaded request's space (it loads again later)."""
+        the KV space (FIFO stops at the head, so they never run): give back the newest loaded
+        request's space (it loads again later). vLLM would wait here forever."""
         for request in reversed(self.waiting):
             if request.state in (READY, LOADING) and request.private > 0:
                 self.pool.release(request.private)
@@ -328,6 +329,8 @@ class Engine:
             request.private += n
             self._start(request, n)
             return ADMITTED, n
+        if request.preload and self.external:  # the trace says these are in host DRAM
+            self.host.insert(request.block_ids[:request.preload], request.preload_sizes)
         blocks, hbm_tokens, host, tier = self.lookup(request)
         recompute = 0
         if host + tier and self.settings.cache_policy == "split":

@@ -31,12 +31,14 @@ class Request:
         "arrival", "block_ends", "block_ids", "computed", "context", "decode_base",
         "finish_step", "finish_time", "first_token_time", "generated", "hbm_blocks",
         "hbm_hit", "host_hit", "index", "input", "join_step", "load_done", "load_time",
-        "loaded", "output", "passed", "pinned", "preemptions", "prefilled", "private",
+        "loaded", "output", "passed", "pinned", "preemptions", "prefilled", "preload",
+        "preload_sizes", "private",
         "prompt", "replica", "saved", "split_recomputed", "state", "tier_hit", "user",
     )
 
     def __init__(self, index: int, arrival: float, input_tokens: int, output_tokens: int,
-                 block_ids: list[int], block_ends: list[int], user: int = -1) -> None:
+                 block_ids: list[int], block_ends: list[int], user: int = -1,
+                 preload: int = 0) -> None:
         self.index = index
         self.arrival = arrival
         self.input = input_tokens
@@ -44,6 +46,9 @@ class Request:
         self.block_ids = block_ids
         self.block_ends = block_ends
         self.user = user
+        self.preload = preload  # leading blocks in host DRAM whenever the request looks
+        self.preload_sizes = [end - (block_ends[j - 1] if j else 0)
+                              for j, end in enumerate(block_ends[:preload])]
         self.state = WAITING
         self.replica = -1
         self.prompt = input_tokens  # tokens to prefill at the next admission

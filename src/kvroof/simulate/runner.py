@@ -235,13 +235,12 @@ def simulate(
         if t_arrival <= t_engine:
             time, _, index, user = heapq.heappop(arrivals)
             ids, ends = trace.blocks(index)
-            request = Request(index, time, int(trace.input_tokens[index]), int(outputs[index]),
-                              ids.tolist(), ends.tolist(), user)
-            fit = [i for i, c in enumerate(capacity) if c >= need[index]]
             preload = int(trace.preload_blocks[index])
+            request = Request(index, time, int(trace.input_tokens[index]), int(outputs[index]),
+                              ids.tolist(), ends.tolist(), user, preload)
+            fit = [i for i, c in enumerate(capacity) if c >= need[index]]
             target = router.choose(request, fit, time, int(ends[preload - 1]) if preload else 0)
-            sizes = [e - (ends[j - 1] if j else 0) for j, e in enumerate(ends[:preload].tolist())]
-            engines[target].accept(request, time, request.block_ids[:preload], sizes)
+            engines[target].accept(request, time)
             engine = engines[target]
         else:
             _, _, target = heapq.heappop(heap)

@@ -11,8 +11,9 @@ scheduled, so it needs each prompt's *identity*: the chain of prefix blocks it i
   block ends), request ``i``'s being ``[block_offsets[i], block_offsets[i + 1])``. A block id
   stands for the block *and everything before it* (Mooncake's hash chains), so two requests
   share a cached prefix exactly as far as their leading ids agree;
-- ``preload_blocks``: how many leading blocks are in the host tier when the request arrives
-  (a table's K: "these tokens are cached somewhere", the seed paper's convention);
+- ``preload_blocks``: how many leading blocks are in the host tier whenever the request looks
+  for them (a table's K: "these tokens are cached", the seed paper's convention; a simulation
+  puts them in host DRAM when the request is scheduled, so a long queue cannot evict them);
 - ``group_id`` (conversation or document) and ``record`` (the line, row or conversation number
   in the source, for error messages; ``record_unit`` says which).
 
