@@ -15,6 +15,7 @@ from kvroof.cli import cost as cost_commands
 from kvroof.cli import measure as measure_commands
 from kvroof.cli import plot as plot_commands
 from kvroof.cli import report as report_commands
+from kvroof.cli import simulate as simulate_commands
 from kvroof.cli import specs as specs_commands
 from kvroof.cli import workload as workload_commands
 from kvroof.cli.common import CommandError
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot_commands.register(commands)
     report_commands.register(commands)
     workload_commands.register(commands)
+    simulate_commands.register(commands)
     measure_commands.register(commands)
     calibrate_commands.register(commands)
     return parser

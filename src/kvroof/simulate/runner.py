@@ -35,6 +35,7 @@ from kvroof.simulate.router import Router
 from kvroof.simulate.scheduler import LIMITS
 from kvroof.simulate.settings import SimSettings
 from kvroof.specs.registry import Registry
+from kvroof.units import Kind, format_quantity
 from kvroof.workload.arrivals import gamma_times, output_lengths, poisson_times, scale_times
 from kvroof.workload.requests import RequestTrace
 
@@ -144,10 +145,16 @@ def simulate(
         raise KvroofError(f"{trace.path or trace.name}: no arrival times; give a request rate "
                           "or a closed loop of users")
     resources = [replica_resources(dep, settings, registry) for dep in deployments]
+    block = trace_block(trace)
     for res in resources:
-        if 0 < res.dram_tokens < trace_block(trace):
-            raise KvroofError(f"dram_cache: {res.dram_tokens:g} tokens of host KV cannot hold "
-                              f"one {trace_block(trace)}-token prefix block")
+        for name, given, tokens in (("dram_cache", settings.dram_cache, res.dram_tokens),
+                                    ("tier_cache", settings.tier_cache, res.tier_tokens)):
+            if given and settings.cache_policy != "recompute" and tokens < block:
+                raise KvroofError(
+                    f"{name}: {format_quantity(given, Kind.CAPACITY)} holds {tokens:,.0f} "
+                    f"tokens of KV ({format_quantity(res.host_bytes_per_token, Kind.CAPACITY)} "
+                    f"each on {res.label}), less than one {block}-token prefix block; give "
+                    "more, or 0 for none")
     keep, outputs, cut = _check_requests(trace, resources, skip_bad)
     skipped = int((~keep).sum())
     if keep.sum() == 0:
