@@ -533,6 +533,7 @@ class Engine:
         request.pinned = []
         request.state = DONE
         request.finish_time = time
+        request.block_ids = request.block_ends = []  # done with them: keep memory flat
         self.outstanding -= 1
         self.on_finish(request, time)
 

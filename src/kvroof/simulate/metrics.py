@@ -78,8 +78,9 @@ class IterationLog:
         c["power_w"].append(power_w)
 
     def arrays(self) -> dict[str, NDArray[np.float64]]:
-        return {name: np.frombuffer(values, dtype=np.float64).copy() if len(values) else
-                np.zeros(0) for name, values in self.columns.items()}
+        """The columns as arrays (views of the buffers: no copy)."""
+        return {name: np.frombuffer(values, dtype=np.float64) if len(values) else np.zeros(0)
+                for name, values in self.columns.items()}
 
 
 def _stats(values: NDArray[np.float64]) -> dict[str, float]:
