@@ -276,6 +276,13 @@ def _build_into(
     from kvroof.plot.style import save_figure
 
     specs = _figure_specs(config, reg)
+    section = None
+    if config.simulation is not None:
+        from kvroof.report.simulation import simulation_section
+
+        say("[0] serving simulation")
+        section = simulation_section(config, reg)
+        specs += section.figures
     steps = len(specs) + 2
     say(f"[1/{steps}] tables: paper mode, full mode, measured points, what-ifs, workloads")
     from kvroof.report.workloads import report_deployments, report_workloads, workload_table
@@ -287,6 +294,8 @@ def _build_into(
         from kvroof.report.measured import calibrate_measurements, calibration_table
 
         tables.insert(0, calibration_table(*calibrate_measurements(config, reg)))
+    if section is not None:
+        tables.append(section.table)
     figures = []
     for index, (key, title, make) in enumerate(specs, start=2):
         tick = time.perf_counter()
