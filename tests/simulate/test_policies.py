@@ -172,3 +172,39 @@ def test_sharegpt_like_load_on_the_paper_testbed(capsys: pytest.CaptureFixture[s
     with capsys.disabled():
         print("\nShareGPT-like at 70 RPS on the paper testbed, TP 8, sync loads:\n  "
               + "\n  ".join(lines))
+
+
+def test_tier_below_dram() -> None:
+    """A DGX H100 with 20 GB of host DRAM for KV per replica and its NVMe drives below it: the
+    prefixes DRAM evicts are found on the tier (Llama-3.1-8B, TP 1, the Mooncake slice replayed
+    five times faster)."""
+    from kvroof.cost.deployment import deployment
+
+    dep = deployment("llama-3.1-8b", system="dgx-h100", registry=REG)
+    trace = prepare_trace(mooncake(500), time_scale=5.0)
+    result = simulate(trace, [dep], SimSettings(dram_cache=20e9, tier="local-nvme"),
+                      check=True)
+    assert result.summary["hit_rate_tier"] > 0
+    r = result.requests
+    assert np.array_equal(r["hbm_hit"] + r["host_hit"] + r["tier_hit"] + r["computed"]
+                          + r["split_recomputed"], r["prompt_tokens"])
+
+
+@pytest.mark.parametrize(("name", "extra"), [
+    ("sharegpt_sample.json", ["--rps", "2", "--output-tokens", "20"]),
+    ("docqa_sample.jsonl", ["--users", "2", "--output-tokens", "exp:10"]),
+    ("table_sample.csv", ["--rps", "5", "--output-tokens", "uniform:1:9"]),
+])
+def test_every_sample_format(name: str, extra: list[str],
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+    from pathlib import Path
+
+    from kvroof.cli import main
+
+    sample = Path(__file__).resolve().parents[2] / "examples" / "data" / name
+    code = main(["simulate", str(sample), "--model", "llama-3.1-8b", "--accelerator", "h100",
+                 "--json", *extra])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["summary"]["requests"] > 0

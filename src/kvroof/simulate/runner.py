@@ -78,6 +78,7 @@ def prepare_trace(
     if trace.arrival_time is None:
         raise KvroofError(f"{trace.path or trace.name}: the trace has no arrival times; give a "
                           "request rate (rps) or a closed loop of users")
+    trace.check_times()
     if time_scale is not None:
         return trace.with_arrivals(scale_times(trace.arrival_time, time_scale),
                                    f"timestamps {time_scale:g}x faster")
@@ -142,9 +143,11 @@ def simulate(
     if not (isinstance(think_time, int | float) and math.isfinite(think_time)
             and think_time >= 0):
         raise KvroofError(f"think_time: expected non-negative seconds, got {think_time!r}")
-    if users is None and trace.arrival_time is None:
-        raise KvroofError(f"{trace.path or trace.name}: no arrival times; give a request rate "
-                          "or a closed loop of users")
+    if users is None:
+        if trace.arrival_time is None:
+            raise KvroofError(f"{trace.path or trace.name}: no arrival times; give a request "
+                              "rate or a closed loop of users")
+        trace.check_times()
     resources = [replica_resources(dep, settings, registry) for dep in deployments]
     block = trace_block(trace)
     for res in resources:

@@ -6,7 +6,8 @@ scheduled, so it needs each prompt's *identity*: the chain of prefix blocks it i
 :class:`RequestTrace` holds, per request (columns, numpy arrays):
 
 - ``input_tokens`` (the prompt, >= 1) and ``output_tokens`` (-1 where the source does not say);
-- ``arrival_time`` (seconds, non-decreasing), or ``None`` when the source has no times;
+- ``arrival_time`` (seconds; a simulation that replays them checks that they do not decrease,
+  :meth:`RequestTrace.check_times`), or ``None`` when the source has no times;
 - the prompt's blocks: ``block_ids`` (int64) and ``block_ends`` (the token position where each
   block ends), request ``i``'s being ``[block_offsets[i], block_offsets[i + 1])``. A block id
   stands for the block *and everything before it* (Mooncake's hash chains), so two requests
@@ -132,17 +133,22 @@ class RequestTrace:
             i = int(np.argmin(self.input_tokens))
             raise KvroofError(f"{self.where(i)}: input length must be >= 1, got "
                               f"{int(self.input_tokens[i])}")
-        if self.arrival_time is not None and n:
-            times = self.arrival_time
-            if not np.all(np.isfinite(times)):
-                i = int(np.flatnonzero(~np.isfinite(times))[0])
-                raise KvroofError(f"{self.where(i)}: arrival time unknown")
-            back = np.flatnonzero(np.diff(times) < 0)
-            if back.size:
-                i = int(back[0]) + 1
-                raise KvroofError(f"{self.where(i)}: arrival time {times[i]:g} s is earlier "
-                                  f"than the one before it ({times[i - 1]:g} s); timestamps "
-                                  "must not decrease")
+
+    def check_times(self) -> None:
+        """A one-line error naming the first request whose arrival time is unknown or earlier
+        than the one before it (a simulation replays requests in time order)."""
+        times = self.arrival_time
+        if times is None or not len(times):
+            return
+        if not np.all(np.isfinite(times)):
+            i = int(np.flatnonzero(~np.isfinite(times))[0])
+            raise KvroofError(f"{self.where(i)}: arrival time unknown")
+        back = np.flatnonzero(np.diff(times) < 0)
+        if back.size:
+            i = int(back[0]) + 1
+            raise KvroofError(f"{self.where(i)}: arrival time {times[i]:g} s is earlier than "
+                              f"the one before it ({times[i - 1]:g} s); timestamps must not "
+                              "decrease")
 
     def __len__(self) -> int:
         return int(self.input_tokens.shape[0])
