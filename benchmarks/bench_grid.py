@@ -123,14 +123,19 @@ def scalar_case(dep: Deployment) -> None:
     print(f"kappa_crit scalar call: {ours * 1e6:6.1f} us")
 
 
-def process_case(label: str, argv: list[str]) -> None:
+def process_case(label: str, argv: list[str], floor: float | None = None) -> float:
+    """Median wall time of ``argv`` in a fresh process over 7 runs (printed, with its ratio to
+    ``floor``, a fresh process that does the least such a command must)."""
     times = []
     for _ in range(7):
         start = time.perf_counter()
         subprocess.run(argv, check=True, capture_output=True)
         times.append(time.perf_counter() - start)
-    print(f"{label:44s} median {statistics.median(times) * 1e3:6.0f} ms wall, "
-          f"max {max(times) * 1e3:6.0f} ms")
+    median = statistics.median(times)
+    ratio = "" if floor is None else f", ratio {median / floor:5.2f} to its floor"
+    print(f"{label:52s} median {median * 1e3:6.0f} ms wall, max {max(times) * 1e3:6.0f} ms"
+          f"{ratio}")
+    return median
 
 
 def main() -> None:
@@ -145,12 +150,14 @@ def main() -> None:
     seconds = best_of(3, lambda: kvroof.kappa_crit(gpt, small))
     print(f"kappa_crit root finding (sliding window), 1e4 points: {seconds * 1e3:.0f} ms")
     python = sys.executable
-    process_case("import kvroof (fresh interpreter)", [python, "-c", "import kvroof"])
-    process_case("kvroof --help", [python, "-m", "kvroof.cli", "--help"])
+    bare = process_case("floor: an empty interpreter", [python, "-c", "pass"])
+    libraries = process_case("floor: import numpy and pydantic",
+                             [python, "-c", "import numpy, pydantic; pydantic.BaseModel"])
+    process_case("import kvroof (fresh interpreter)", [python, "-c", "import kvroof"], bare)
+    process_case("kvroof --help", [python, "-m", "kvroof", "--help"], bare)
     process_case("kvroof kappa --model qwen3-235b-a22b --system dgx-h100",
-                 [python, "-m", "kvroof.cli", "kappa", "--model", "qwen3-235b-a22b",
-                  "--system", "dgx-h100", "--tp", "8"])
-
+                 [python, "-m", "kvroof", "kappa", "--model", "qwen3-235b-a22b",
+                  "--system", "dgx-h100", "--tp", "8"], libraries)
 
 if __name__ == "__main__":
     main()

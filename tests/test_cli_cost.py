@@ -190,3 +190,33 @@ def test_bad_input_exits_2_with_one_line(
     assert out == ""
     assert err.count("\n") == 1, err
     assert fragment in err, err
+
+
+def test_engine_flag_sets_the_profile_and_flags_override(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    base = ("ttft", "--model", "llama-3.1-8b", "--accelerator", "h100", "--new-tokens", "16",
+            "--cached-tokens", "1000", "--json")
+    code, out, _ = run(capsys, *base, "--engine", "lmcache-0.3")
+    assert code == 0
+    data = json.loads(out)
+    dep = deployment("llama-3.1-8b", accelerator="h100", engine="lmcache-0.3")
+    assert data["engine"] == "lmcache-0.3"
+    assert data["ttft_s"] == pytest.approx(float(ttft(dep, 16, 1000).ttft))
+    assert (data["loaded_tokens"], data["computed_tokens"]) == (768, 16 + 232)  # 256-token chunks
+    code, out, _ = run(capsys, *base, "--engine", "lmcache-0.3", "--reuse-block-tokens", "0",
+                       "--latency", "5 us", "--write-back")
+    overridden = deployment("llama-3.1-8b", accelerator="h100", engine="lmcache-0.3",
+                            reuse_block_tokens=1, latency=5e-6, write_back=True)
+    assert json.loads(out)["ttft_s"] == pytest.approx(float(ttft(overridden, 16, 1000).ttft))
+    code, out, _ = run(capsys, *base)
+    assert json.loads(out)["engine"] is None
+    plain = deployment("llama-3.1-8b", accelerator="h100")
+    assert json.loads(out)["ttft_s"] == pytest.approx(float(ttft(plain, 16, 1000).ttft))
+
+
+def test_unknown_engine_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "kappa", "--model", "llama-3.1-8b", "--accelerator", "h100",
+                       "--engine", "vllm-9")
+    assert code == 2
+    assert err.startswith("kvroof: error: --engine: unknown engine 'vllm-9'")
+    assert err.count("\n") == 1

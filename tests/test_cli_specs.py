@@ -88,3 +88,16 @@ def test_example_user_spec_folder(capsys: pytest.CaptureFixture[str]) -> None:
                        "--json")
     assert code == 0
     assert json.loads(out)["peak_compute"]["bf16"] == 794.5e12
+
+
+def test_list_and_show_engines(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "engines"]) == 0
+    out = capsys.readouterr().out
+    for name in ("vllm-0.11-offload", "vllm-0.12-offload", "lmcache-0.3", "sglang-hicache",
+                 "tensorrt-llm"):
+        assert name in out
+    assert main(["show", "engine", "vllm-0.12", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["name"] == "vllm-0.12-offload"
+    assert data["copy_layout"] == "per-block" and data["block_tokens"] == 16
+    assert "link_share" in data["sources"]

@@ -75,3 +75,25 @@ def test_interrupted_clears_a_progress_bar_on_a_terminal(monkeypatch: pytest.Mon
     monkeypatch.setattr(sys, "stderr", terminal)
     interrupted()
     assert terminal.getvalue().endswith("40%\r\x1b[Kkvroof: interrupted\n")
+
+
+def _modules_after(tmp_path: Path, argv: list[str]) -> set[str]:
+    """The modules a fresh interpreter has loaded after running ``kvroof argv``."""
+    code = ("import contextlib, io, sys\nfrom kvroof.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        main(sys.argv[1:])\n    except SystemExit:\n        pass\n"
+            "print('\\n'.join(sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                          cwd=tmp_path, check=True)
+    return set(done.stdout.split())
+
+
+def test_commands_load_only_their_own_modules(tmp_path: Path) -> None:
+    """Start-up time: ``kvroof --help`` lists the commands without numpy, pydantic or any
+    command module; a cost command loads no plotting, workload or measurement code."""
+    helped = _modules_after(tmp_path, ["--help"])
+    assert not {"numpy", "pydantic", "yaml", "kvroof.cli.cost"} & helped
+    kappa = _modules_after(tmp_path, ["kappa", "--model", "qwen3-8b", "--system", "dgx-h100"])
+    assert "kvroof.cost.kappa" in kappa
+    assert not {"matplotlib", "kvroof.cli.plot", "kvroof.cli.workload", "kvroof.cli.measure",
+                "kvroof.specs.hf", "kvroof.report"} & kappa

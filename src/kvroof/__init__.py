@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "HostMemory": "kvroof.specs.hardware",
     "Tier": "kvroof.specs.hardware",
     "ModelSpec": "kvroof.specs.model",
+    "Engine": "kvroof.specs.engine",
     "Registry": "kvroof.specs.registry",
     "SpecWarning": "kvroof.specs.registry",
     "default_registry": "kvroof.specs.registry",
@@ -32,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "get_accelerator": "kvroof.lookup",
     "get_link": "kvroof.lookup",
     "get_system": "kvroof.lookup",
+    "get_engine": "kvroof.lookup",
     "KvroofError": "kvroof.errors",
     "explore": "kvroof.explore",
     "SpecError": "kvroof.errors",
@@ -88,6 +90,7 @@ __all__ = [
     "Accelerator",
     "ComputeBreakdown",
     "Deployment",
+    "Engine",
     "Granularity",
     "HostMemory",
     "IterationCost",
@@ -123,6 +126,7 @@ __all__ = [
     "explore",
     "fit_problem",
     "get_accelerator",
+    "get_engine",
     "get_link",
     "get_model",
     "get_system",
@@ -190,7 +194,8 @@ if TYPE_CHECKING:
     )
     from kvroof.errors import KvroofError, SpecError, UnknownNameError
     from kvroof.explore import explore
-    from kvroof.lookup import get_accelerator, get_link, get_model, get_system
+    from kvroof.lookup import get_accelerator, get_engine, get_link, get_model, get_system
+    from kvroof.specs.engine import Engine
     from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier
     from kvroof.specs.hf import model_from_hf_config
     from kvroof.specs.loader import load_spec_file

@@ -139,5 +139,6 @@ def spec_summary(spec: Spec) -> str:
         "accelerator": ("peak_compute.bf16", "hbm_bandwidth", "host_link"),
         "link": ("kind", "peak_bandwidth", "sustained_bandwidth"),
         "system": ("num_accelerators", "accelerator", "host_link"),
+        "engine": ("version", "copy_method", "block_tokens", "loading"),
     }[type(spec).kind_name]
-    return ", ".join(f"{key.split('.')[-1]} {rows[key]}" for key in keys if key in rows)
+    return ", ".join(f"{key.split('.')[-1]} {rows[key]}" for key in keys if rows.get(key))

@@ -6,7 +6,7 @@ import reprlib
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KvroofError", "SpecError", "UnknownNameError", "clip", "short_repr"]
+__all__ = ["CommandError", "KvroofError", "SpecError", "UnknownNameError", "clip", "short_repr"]
 
 SHORT: int = 80
 """Characters of a user's value an error message shows at most."""
@@ -29,6 +29,11 @@ class _ShortRepr(reprlib.Repr):
 
 
 _REPR = _ShortRepr()
+
+
+class CommandError(Exception):
+    """A command-line problem that is not a spec or value error (a bad path, say); the command
+    line prints it as one line and exits with status 2."""
 
 
 def clip(text: str, limit: int = SHORT) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import default_registry
 
-__all__ = ["get_accelerator", "get_link", "get_model", "get_system"]
+__all__ = ["get_accelerator", "get_engine", "get_link", "get_model", "get_system"]
 
 
 def get_model(name: str) -> ModelSpec:
@@ -27,3 +28,8 @@ def get_link(name: str) -> Link:
 def get_system(name: str) -> System:
     """The system called ``name`` (or an alias)."""
     return default_registry().system(name)
+
+
+def get_engine(name: str) -> Engine:
+    """The engine profile called ``name`` (or an alias)."""
+    return default_registry().engine(name)

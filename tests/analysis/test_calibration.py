@@ -264,3 +264,31 @@ def test_hostile_results_header(tmp_path: Path) -> None:
     with pytest.raises(ResultsError) as info:
         read_results(path)
     assert len(str(info.value)) < len(str(header)) + 200  # the value is cut, not shown whole
+
+
+@pytest.mark.parametrize(
+    ("machine", "label"),
+    [
+        ({"device": "cpu", "device_name": "AMD EPYC 7B13"},
+         "calibrated on AMD EPYC 7B13 (a CPU run), against DGX"),
+        ({"device": "cuda", "device_name": "NVIDIA H200"},
+         "calibrated on NVIDIA H200, against DGX"),
+        ({"device": "synthetic"}, "DGX (calibrated)"),  # no device name recorded
+        (None, "DGX (calibrated)"),
+        ({"device_name": "x" * 500}, "calibrated on " + "x" * 57 + "..., against DGX"),
+    ],
+)
+def test_calibrated_system_says_where_it_was_measured(machine: object, label: str) -> None:
+    """A CPU run calibrated against the DGX H100's specs must not be shown as a DGX H100."""
+    from kvroof.analysis.calibration import calibrated_label
+
+    assert calibrated_label("DGX", machine) == label
+
+
+def test_calibrated_spec_names_the_results_machine(tmp_path: Path) -> None:
+    results = read_results(synthetic_results(tmp_path, 0.0))
+    assert results.header is not None
+    header = {**results.header, "machine": {"device": "cpu", "device_name": "Test CPU"}}
+    result = calibrate(dataclasses.replace(results, header=header), SYSTEM, ACCELERATOR, LINK)
+    expected = f"calibrated on Test CPU (a CPU run), against {SYSTEM.label}"
+    assert result.system.display_name == expected

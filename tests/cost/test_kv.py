@@ -45,6 +45,7 @@ HAND = {
     "qwen2.5-7b": (28, 4, 128, 57_344),  # 2 x 4 x 128 x 2 x 28
     "llama-3.2-1b": (16, 8, 64, 32_768),  # 2 x 8 x 64 x 2 x 16
     "llama-2-7b": (32, 32, 128, 524_288),  # 2 x 32 x 128 x 2 x 32 (MHA: 512 KiB per token)
+    "llama-2-70b": (80, 8, 128, 327_680),  # 2 x 8 x 128 x 2 x 80 (GQA)
     "mistral-7b-v0.3": (32, 8, 128, 131_072),  # 2 x 8 x 128 x 2 x 32 (no window in v0.3)
     "mistral-small-24b-2501": (40, 8, 128, 163_840),  # 2 x 8 x 128 x 2 x 40 (head_dim 128, not 160)
     # gpt-oss-20b: only the 12 full-attention layers of 24 grow with K; the 12 sliding layers hold

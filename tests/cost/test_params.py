@@ -58,6 +58,7 @@ TOTALS = [
 ROUNDED = [
     ("qwen3-1.7b", 1.7e9, 0.1e9),  # ours 1.721B prints as 1.7B (1.2% above)
     ("llama-2-7b", 7e9, 1e9),  # ours 6.738B prints as 7B (Llama 2 paper Table 1)
+    ("llama-2-70b", 70e9, 10e9),  # ours 68.977B prints as 70B (one significant figure, Table 1)
     ("mistral-small-24b-2501", 24e9, 1e9),  # ours 23.572B prints as 24B
 ]
 

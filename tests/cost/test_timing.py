@@ -319,7 +319,10 @@ def test_arrays_equal_scalars(points: list[tuple[int, int]]) -> None:
     array = ttft(dep, ts, ks, "layerwise")
     for i, (t, k) in enumerate(points):
         scalar = ttft(dep, t, k, "layerwise")
-        assert array.ttft[i] == scalar.ttft
+        # the same evaluation on floats and arrays; only the MoE touched-expert share
+        # 1 - miss**T goes through Python's pow on floats and numpy's power on arrays, which
+        # may round one unit in the last place apart (numpy has its own pow), hence 4 ULP
+        np.testing.assert_array_max_ulp(array.ttft[i], scalar.ttft, maxulp=4)
         assert array.bound[i] == scalar.bound
 
 

@@ -214,3 +214,19 @@ def test_overhead_sorts_its_axes() -> None:
     b = overhead_figure(dep, [1024, 8192, 65536], [64, 2048])
     labels = [t.get_text() for t in a.axes[0].get_xticklabels()]
     assert labels == [t.get_text() for t in b.axes[0].get_xticklabels()] == ["1K", "8K", "64K"]
+
+
+def test_validation_points_sit_at_measured_and_predicted() -> None:
+    from kvroof.plot import validation_figure
+    from kvroof.validation.run import validate
+
+    result = validate(registry=REG)
+    fig = validation_figure(result)
+    assert by_gid(fig, "y=x") and by_gid(fig, "band:2x")
+    for item in result.results:
+        (point,) = by_gid(fig, f"case:{item.case.id}")
+        scale = 1e-9 if item.case.quantity == "link_bandwidth" else 1.0
+        x, y = point.get_offsets()[0]  # type: ignore[attr-defined]
+        assert x == pytest.approx(item.case.measured * scale)
+        assert y == pytest.approx((item.after.value or 0.0) * scale)
+    labels_have_units(fig)

@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike
 from kvroof.cost.deployment import Deployment, Granularity
 from kvroof.cost.kappa import kappa_crit
 from kvroof.cost.timing import compute_breakdown, ttft
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, clip
 from kvroof.measure.link import fit_latency_bandwidth
 from kvroof.measure.prefill import LayerShape, measured_kappa_crit
 from kvroof.measure.results import PrefillRow, Results, ResultsError
@@ -48,6 +48,7 @@ __all__ = [
     "KappaComparison",
     "QuantityError",
     "calibrate",
+    "calibrated_label",
     "fit_compute_efficiency",
     "fit_link",
     "fit_overlap_efficiency",
@@ -231,6 +232,19 @@ def _error(name: str, measured: np.ndarray[Any, Any], predicted: np.ndarray[Any,
                          float(relative[worst]), int(index[worst]))
 
 
+def calibrated_label(system_label: str, machine: object) -> str:
+    """The display name of a system calibrated on the machine a results header describes:
+    where the rows were measured comes first, since a CPU run or another GPU calibrated
+    against a system's specs is not that system."""
+    info = machine if isinstance(machine, dict) else {}
+    device = info.get("device")
+    name = info.get("device_name")
+    if not isinstance(name, str) or not name.strip():
+        return f"{system_label} (calibrated)"
+    where = clip(name.strip(), 60) + (" (a CPU run)" if device == "cpu" else "")
+    return f"calibrated on {where}, against {system_label}"
+
+
 def calibrate(
     results: Results,
     system: System,
@@ -313,7 +327,7 @@ def calibrate(
     )
     calibrated = system.model_copy(update={
         "name": name or f"{system.name}-calibrated",
-        "display_name": f"{system.label} (calibrated)",
+        "display_name": calibrated_label(system.label, header.get("machine")),
         "aliases": (),
         "calibration": calibration,
     })

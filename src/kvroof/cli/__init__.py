@@ -1,25 +1,23 @@
 """The ``kvroof`` command line. Each command family lives in its own module of this package;
-handlers only parse flags and print: every number comes from the library."""
+handlers only parse flags and print: every number comes from the library.
+
+Only the module of the command being run is imported (:mod:`kvroof.cli.commands` names them), so
+``kvroof --help`` loads neither numpy nor the cost model and ``kvroof kappa`` loads no plotting,
+workload or measurement code.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from kvroof import __version__
-from kvroof.cli import calibrate as calibrate_commands
-from kvroof.cli import cost as cost_commands
-from kvroof.cli import measure as measure_commands
-from kvroof.cli import plot as plot_commands
-from kvroof.cli import report as report_commands
-from kvroof.cli import simulate as simulate_commands
-from kvroof.cli import specs as specs_commands
-from kvroof.cli import workload as workload_commands
-from kvroof.cli.common import CommandError
-from kvroof.errors import KvroofError
+from kvroof.cli.commands import COMMANDS
+from kvroof.errors import CommandError, KvroofError
 
 __all__ = ["INTERRUPTED", "build_parser", "interrupted", "main"]
 
@@ -28,10 +26,14 @@ class OneLineParser(argparse.ArgumentParser):
     """An argument parser whose errors are one line on stderr and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"kvroof: error: {self.prog.removeprefix('kvroof ')}: {message}\n")
+        where = self.prog.removeprefix("kvroof").strip()
+        self.exit(2, f"kvroof: error: {where + ': ' if where else ''}{message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``kvroof``. ``command``: register that command's module in full and only a
+    one-line entry for the others (their modules are not imported); ``None`` registers every
+    command in full."""
     parser = OneLineParser(
         prog="kvroof",
         description="Is prefill with offloaded KV cache limited by GPU compute or by the link?",
@@ -45,15 +47,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="a folder of your own spec files (repeatable; added after KVROOF_SPEC_PATH)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    specs_commands.register(commands)
-    cost_commands.register(commands)
-    plot_commands.register(commands)
-    report_commands.register(commands)
-    workload_commands.register(commands)
-    simulate_commands.register(commands)
-    measure_commands.register(commands)
-    calibrate_commands.register(commands)
+    wanted = COMMANDS if command is None else {command: COMMANDS[command]} \
+        if command in COMMANDS else {}
+    for module in dict.fromkeys(module for module, _ in wanted.values()):
+        importlib.import_module(module).register(commands)
+    registered = commands.choices
+    for name, (_, help_line) in COMMANDS.items():
+        if name not in registered:
+            commands.add_parser(name, help=help_line, add_help=False)
+    # argparse lists commands in the order they were added; keep the table's order
+    order = list(COMMANDS)
+    commands._choices_actions.sort(key=lambda action: order.index(action.dest)
+                                   if action.dest in order else len(order))
     return parser
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command word of ``argv`` (the first argument that is not a top-level option or
+    the value of ``--spec-path``), or ``None``."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--spec-path":
+            skip = True
+        elif word == "--":
+            continue
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def _one_line_warning(
@@ -90,8 +112,9 @@ def interrupted() -> None:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_of(words) or "")
+    args = parser.parse_args(words)
     previous = warnings.showwarning
     warnings.showwarning = _one_line_warning
     try:

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import CommandError, print_json, print_table, registry_from_args
 from kvroof.errors import KvroofError
 from kvroof.outputs import write_text
@@ -19,8 +20,7 @@ __all__ = ["register"]
 
 def register(commands: Any) -> None:
     calibrate = commands.add_parser(
-        "calibrate", help="fit compute efficiency, link bandwidth and latency, overlap to "
-                          "measured prefill results",
+        "calibrate", help=command_help("calibrate"),
         description="Reads prefill.csv (and prefill.json beside it) from `kvroof measure`, fits "
                     "the cost model's free parameters, prints them with the prediction errors, "
                     "and with -o writes a calibrated system spec that every command accepts "

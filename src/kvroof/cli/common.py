@@ -8,15 +8,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from kvroof.errors import CommandError
 from kvroof.jsonsafe import json_safe
 from kvroof.specs.registry import Registry, default_registry
 
 __all__ = ["CommandError", "flat_record", "print_csv", "print_json", "print_table",
            "registry_from_args"]
-
-
-class CommandError(Exception):
-    """A command-line problem that is not a spec or value error (a bad path, say)."""
 
 
 def registry_from_args(args: argparse.Namespace) -> Registry:

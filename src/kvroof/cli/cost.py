@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args, flag_error
 from kvroof.cost.deployment import Deployment
@@ -17,7 +18,7 @@ from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
 from kvroof.cost.kv import kv_bytes_per_token
 from kvroof.cost.memory_fit import check_fit, memory_fit
-from kvroof.cost.timing import OVERLAP_MODES, compute_breakdown, ttft
+from kvroof.cost.timing import OVERLAP_MODES, compute_breakdown, reused_tokens, ttft
 from kvroof.cost.transfer import kv_bytes_per_rank
 from kvroof.errors import KvroofError
 from kvroof.units import Kind, format_quantity
@@ -71,7 +72,7 @@ def _regime_text(dep: Deployment, new_tokens: float) -> str:
 
 def register(commands: Any) -> None:
     kappa = commands.add_parser(
-        "kappa", help="critical cached-to-new token ratio (paper or full mode)",
+        "kappa", help=command_help("kappa"),
         description="kappa_crit: above K/T = kappa_crit, loading the cache takes longer than "
                     "prefilling the new tokens.",
     )
@@ -84,12 +85,13 @@ def register(commands: Any) -> None:
     _add_output_flags(kappa)
     kappa.set_defaults(handler=run_kappa)
 
-    ttft_parser = commands.add_parser("ttft", help="time to first token of one request")
+    ttft_parser = commands.add_parser("ttft", help=command_help("ttft"))
     add_deployment_flags(ttft_parser)
     ttft_parser.add_argument("--new-tokens", type=float, required=True, metavar="T")
     ttft_parser.add_argument("--cached-tokens", type=float, required=True, metavar="K")
-    ttft_parser.add_argument("--overlap", choices=OVERLAP_MODES, default="serial",
-                             help="serial (paper Eq. 5), layerwise or ideal (default serial)")
+    ttft_parser.add_argument("--overlap", choices=OVERLAP_MODES, default=None,
+                             help="serial (paper Eq. 5), layerwise or ideal (default: the "
+                                  "engine's loading, else serial)")
     _add_regime_flags(ttft_parser)
     _add_output_flags(ttft_parser)
     ttft_parser.set_defaults(handler=run_ttft)
@@ -102,7 +104,15 @@ def _hardware(dep: Deployment) -> dict[str, Any]:
         "link": dep.link.name,
         "system": None if dep.system is None else dep.system.name,
         "tp": dep.tp,
+        "engine": None if dep.engine is None else dep.engine.name,
     }
+
+
+def _engine_text(dep: Deployment) -> str:
+    engine = dep.engine
+    if engine is None:
+        return "none (kvroof's defaults)"
+    return f"{engine.name}: {engine.label}"
 
 
 def _efficiencies(dep: Deployment, new_tokens: float) -> dict[str, Any]:
@@ -213,6 +223,7 @@ def run_kappa(args: argparse.Namespace) -> None:
         return
     rows = [
         ["deployment", dep.label],
+        ["engine", _engine_text(dep)],
         ["mode", args.mode + (f" (T = {args.new_tokens:g})" if args.mode == "full" else "")],
     ]
     if args.mode == "full":
@@ -250,10 +261,12 @@ def run_kappa(args: argparse.Namespace) -> None:
 
 
 def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
-                overlap: str, token_budget: float = DEFAULT_TOKEN_BUDGET) -> dict[str, Any]:
+                overlap: str | None, token_budget: float = DEFAULT_TOKEN_BUDGET
+                ) -> dict[str, Any]:
     """The numbers ``kvroof ttft`` prints (SI units), from the library."""
     result = ttft(dep, new_tokens, cached_tokens, overlap)  # type: ignore[arg-type]
-    parts = compute_breakdown(dep, new_tokens, cached_tokens)
+    run_t, run_k = reused_tokens(dep, float(new_tokens), float(cached_tokens))
+    parts = compute_breakdown(dep, run_t, run_k)
     other_dep = other_regime(dep, new_tokens, token_budget)
     other = ttft(other_dep, new_tokens, cached_tokens, overlap)  # type: ignore[arg-type]
     return {
@@ -261,6 +274,8 @@ def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
         "new_tokens": new_tokens,
         "cached_tokens": cached_tokens,
         "kappa_ratio": cached_tokens / new_tokens if new_tokens > 0 else math.inf,
+        "computed_tokens": run_t,
+        "loaded_tokens": run_k,
         "regime": regime_of(dep),
         "iteration_tokens": _iteration_tokens(dep),
         **{key: (value if isinstance(value, str) else float(value))
@@ -302,11 +317,21 @@ def run_ttft(args: argparse.Namespace) -> None:
 
     other = report["other_regime"]
     other_dep = other_regime(dep, args.new_tokens, args.token_budget)
-    print_table([
+    rows = [
         ["deployment", dep.label],
+        ["engine", _engine_text(dep)],
         ["request", f"T = {args.new_tokens:g} new, K = {args.cached_tokens:g} cached "
                     f"(K/T = {report['kappa_ratio']:.4g})"],
-        ["overlap", args.overlap],
+    ]
+    if report["loaded_tokens"] != args.cached_tokens:
+        rows.append(["prefix reuse", f"{report['loaded_tokens']:g} tokens loaded in whole "
+                                     f"{dep.reuse_block_tokens}-token blocks, "
+                                     f"{report['computed_tokens']:g} computed"])
+    if report["request_overhead_s"]:
+        rows.append(["request overhead", seconds("request_overhead_s")])
+    print_table([
+        *rows,
+        ["overlap", report["overlap"]],
         ["regime", _regime_text(dep, args.new_tokens)],
         ["TTFT", seconds("ttft_s")],
         ["compute", f"{seconds('compute_s')} (FLOPs {seconds('flop_time_s')}, HBM reads "

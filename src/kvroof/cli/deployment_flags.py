@@ -14,7 +14,6 @@ from kvroof.cost.deployment import (
     DEFAULT_MEMORY_UTILIZATION,
     MLA_TP_LOADS,
     Deployment,
-    Granularity,
     deployment,
 )
 from kvroof.cost.flops import MLA_MODES
@@ -47,6 +46,11 @@ def add_deployment_flags(
     where.add_argument("--accelerator", help="an accelerator from `kvroof list accelerators`")
     where.add_argument("--link", help="host link (default: the system's or accelerator's)")
     tune = parser.add_argument_group("cost-model settings")
+    tune.add_argument("--engine", metavar="NAME",
+                      help="an engine profile from `kvroof list engines`: sets the copy "
+                           "granularity, per-copy overhead, link share, write-back, prefix-reuse "
+                           "block, request overhead, MLA settings and default overlap unless the "
+                           "flags below set them (default: none, kvroof's own defaults)")
     tune.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
     tune.add_argument("--compute-dtype", default="bf16", choices=sorted(DTYPE_BYTES),
                       help="dtype whose dense peak sets compute (default bf16)")
@@ -55,7 +59,7 @@ def add_deployment_flags(
     tune.add_argument("--weight-dtype", default=None, choices=sorted(DTYPE_BYTES),
                       help="dtype of the linear-layer and expert weights (default: the "
                            "published checkpoint's, e.g. fp8 for DeepSeek-V3)")
-    tune.add_argument("--mla", default="expanded", choices=MLA_MODES,
+    tune.add_argument("--mla", default=None, choices=MLA_MODES,
                       help="MLA prefill: expanded (vLLM/SGLang) or absorbed (default expanded)")
     tune.add_argument("--compute", metavar="FLOPS",
                       help='per-GPU peak compute override, e.g. "2000 TFLOPS"')
@@ -72,15 +76,24 @@ def add_deployment_flags(
                       help="link bandwidth: peak, published sustained, or the system's "
                            "calibrated figure (default: calibrated if the system has one, else "
                            "peak)")
-    tune.add_argument("--link-efficiency", type=float, default=1.0, metavar="F",
-                      help="fraction of link bandwidth achieved, in (0, 1] (default 1)")
+    tune.add_argument("--link-efficiency", type=float, default=None, metavar="F",
+                      help="fraction of link bandwidth achieved, in (0, 1] (default 1, or the "
+                           "engine's link share)")
     tune.add_argument("--latency", metavar="TIME",
-                      help='per-copy latency override, e.g. "2 us" (default: the link\'s)')
-    tune.add_argument("--block-tokens", type=int, default=256, metavar="N",
+                      help='per-copy latency override, e.g. "2 us" (default: the link\'s, or '
+                           "the engine's per-copy overhead)")
+    tune.add_argument("--block-tokens", type=int, default=None, metavar="N",
                       help="tokens per transferred block; 0 = a request is one block "
-                           "(default 256)")
-    tune.add_argument("--copy-layout", default="per-layer", choices=COPY_LAYOUTS,
-                      help="copies per block (default per-layer)")
+                           "(default 256, or the engine's)")
+    tune.add_argument("--copy-layout", default=None, choices=COPY_LAYOUTS,
+                      help="copies per block (default per-layer, or the engine's)")
+    tune.add_argument("--reuse-block-tokens", type=int, default=None, metavar="N",
+                      help="cached prefixes are reused in whole blocks of N tokens and the rest "
+                           "recomputed; 0 or 1 = every cached token is reused (default, or the "
+                           "engine's)")
+    tune.add_argument("--request-overhead", metavar="TIME",
+                      help='fixed time added to every TTFT, e.g. "5 ms" (default 0, or the '
+                           "engine's)")
     tune.add_argument("--gpus-loading", type=int, metavar="N",
                       help="GPUs loading KV at once (default: all GPUs of the system)")
     tune.add_argument("--host-memory-locality", default="local", choices=LOCALITIES,
@@ -91,13 +104,13 @@ def add_deployment_flags(
                            "[0, 1] (default 1, or the system's calibrated value)")
     tune.add_argument("--allreduce", action=argparse.BooleanOptionalAction, default=True,
                       help="two TP all-reduces per layer over the scale-up link (default on)")
-    tune.add_argument("--mla-tp-load", default="every-rank", choices=MLA_TP_LOADS,
+    tune.add_argument("--mla-tp-load", default=None, choices=MLA_TP_LOADS,
                       help="how an MLA latent reaches the TP ranks: every rank loads it (vLLM, "
                            "SGLang), rank 0 loads and broadcasts (LMCache), or each loads a "
                            "shard and all-gathers (default every-rank)")
-    tune.add_argument("--write-back", action=argparse.BooleanOptionalAction, default=True,
+    tune.add_argument("--write-back", action=argparse.BooleanOptionalAction, default=None,
                       help="save the new tokens' KV to host memory in the same step, sharing "
-                           "the link (default on)")
+                           "the link (default on, or the engine's)")
     tune.add_argument("--iteration-tokens", type=float, default=None, metavar="N",
                       help="tokens sharing one read of the weights (running decodes and other "
                            "prefill chunks of the iteration); default: the request alone (T)")
@@ -134,12 +147,35 @@ def _tiers(values: list[str]) -> dict[str, float]:
     return tiers
 
 
+def _granularity(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The copy granularity the flags give: only what they set (an engine fills in the rest,
+    else :class:`Granularity`'s defaults)."""
+    given: dict[str, Any] = {}
+    if args.block_tokens is not None:
+        if args.block_tokens < 0:
+            raise KvroofError(f"--block-tokens: expected 0 or a positive integer, got "
+                              f"{args.block_tokens}")
+        given["block_tokens"] = args.block_tokens or None
+    if args.copy_layout is not None:
+        given["layout"] = args.copy_layout
+    return given or None
+
+
+def _reuse_block(args: argparse.Namespace) -> int | None:
+    value: int | None = args.reuse_block_tokens
+    if value is None:
+        return None
+    if value < 0:
+        raise KvroofError(f"--reuse-block-tokens: expected 0 or a positive integer, got {value}")
+    return value or 1  # blocks of one token: every cached token is reused
+
+
 def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    """The cost-model settings the flags give (everything but model and hardware)."""
-    if args.block_tokens < 0:
-        raise KvroofError(f"--block-tokens: expected 0 or a positive integer, got "
-                          f"{args.block_tokens}")
-    return {
+    """The cost-model settings the flags give (everything but model and hardware). Settings an
+    engine profile may set are left out when their flag is not given, so that the engine's (or
+    the deployment's default) applies."""
+    settings: dict[str, Any] = {
+        "engine": args.engine,
         "tp": args.tp,
         "compute_dtype": args.compute_dtype,
         "kv_dtype": args.kv_dtype,
@@ -153,7 +189,10 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "link_efficiency": args.link_efficiency,
         "overlap_efficiency": args.overlap_efficiency,
         "latency": quantity_flag("--latency", args.latency, Kind.TIME),
-        "granularity": Granularity(args.block_tokens or None, args.copy_layout),
+        "granularity": _granularity(args),
+        "reuse_block_tokens": _reuse_block(args),
+        "request_overhead": quantity_flag("--request-overhead", args.request_overhead,
+                                          Kind.TIME),
         "gpus_loading": args.gpus_loading,
         "host_memory_locality": args.host_memory_locality,
         "allreduce": args.allreduce,
@@ -164,6 +203,13 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "kv_reserve_tokens": args.kv_reserve_tokens,
         "tier_fractions": _tiers(args.tier),
     }
+    return {key: value for key, value in settings.items()
+            if value is not None or key not in _ENGINE_SETTABLE}
+
+
+_ENGINE_SETTABLE = frozenset({"engine", "mla_mode", "link_efficiency", "latency", "granularity",
+                              "mla_tp_load", "write_back", "reuse_block_tokens",
+                              "request_overhead"})
 
 
 _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
@@ -178,7 +224,10 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "host_memory_locality": "--host-memory-locality", "mla_tp_load": "--mla-tp-load",
                "iteration_tokens": "--iteration-tokens",
                "memory_utilization": "--memory-utilization",
-               "kv_reserve_tokens": "--kv-reserve-tokens"}
+               "kv_reserve_tokens": "--kv-reserve-tokens",
+               "reuse_block_tokens": "--reuse-block-tokens",
+               "request_overhead": "--request-overhead", "block_tokens": "--block-tokens",
+               "layout": "--copy-layout"}
 
 
 def flag_error(error: KvroofError) -> KvroofError:
@@ -202,13 +251,19 @@ def deployment_from_args(
     if args.system is not None and args.accelerator is not None:
         raise KvroofError("give --system or --accelerator, not both")
     settings = settings_from_args(args) | overrides
+    registry = registry_from_args(args)
+    if isinstance(settings.get("engine"), str):
+        try:
+            settings["engine"] = registry.engine(settings["engine"])
+        except KvroofError as error:
+            raise KvroofError(f"--engine: {error}") from None
     try:
         return deployment(
             model or args.model,
             system=args.system,
             accelerator=args.accelerator,
             link=args.link,
-            registry=registry_from_args(args),
+            registry=registry,
             **settings,
         )
     except KvroofError as error:

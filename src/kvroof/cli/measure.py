@@ -10,6 +10,7 @@ import argparse
 import time
 from typing import Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import registry_from_args
 from kvroof.measure import (
     ComputeSettings,
@@ -34,8 +35,7 @@ _BENCHMARKS = ("link", "compute", "prefill")
 def register(commands: Any) -> None:
     measure = commands.add_parser(
         "measure",
-        help="measure this machine: copy bandwidth, GEMM FLOP/s, prefill with offloaded KV "
-        "(needs torch: pip install 'kvroof[measure]')",
+        help=command_help("measure"),
         description="Measure this machine and write <benchmark>.csv with a <benchmark>.json "
         "header into the output folder. Runs on CUDA when torch sees a GPU, else on the CPU "
         "(small shapes, buffer-to-buffer copies).",

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import CommandError, registry_from_args
 from kvroof.cli.deployment_flags import (
     add_deployment_flags,
@@ -21,7 +22,7 @@ from kvroof.errors import KvroofError, short_repr
 
 __all__ = ["register"]
 
-KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown")
+KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown", "validation")
 
 
 def _items(flag: str, text: str, what: str) -> list[str]:
@@ -59,7 +60,7 @@ def _float_list(flag: str, text: str) -> list[float]:
 
 
 def register(commands: Any) -> None:
-    plot = commands.add_parser("plot", help="draw one figure to a PNG, SVG or PDF file")
+    plot = commands.add_parser("plot", help=command_help("plot"))
     kinds = plot.add_subparsers(dest="figure", metavar="FIGURE", required=True)
 
     def figure_parser(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -92,7 +93,8 @@ def register(commands: Any) -> None:
     overhead = figure_parser("overhead", "transfer share or P_OH over K by T (Fig. 6)")
     overhead.add_argument("--metric", choices=("transfer_share", "p_oh"),
                           default="transfer_share")
-    overhead.add_argument("--overlap", choices=OVERLAP_MODES, default="serial")
+    overhead.add_argument("--overlap", choices=OVERLAP_MODES, default=None,
+                          help="serial, layerwise or ideal (default: the engine's, else serial)")
     overhead.add_argument("--cached", default="1024,2048,4096,8192,16384,32768,65536",
                           metavar="K,K", help="cached tokens on the x axis")
     overhead.add_argument("--new", default="64,128,256,512,1024,2048", metavar="T,T",
@@ -100,6 +102,17 @@ def register(commands: Any) -> None:
 
     what_if = figure_parser("what-if", "kappa_crit against link bandwidth and KV format")
     what_if.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+
+    validation = kinds.add_parser(
+        "validation", help="predicted against measured for every validation case")
+    validation.add_argument("--mode", choices=("before", "after", "held_out"), default="after",
+                            help="the filled markers: before engine profiles, with them "
+                                 "(default), or held out")
+    validation.add_argument("--cases", action="append", default=None, metavar="DIR",
+                            help="a folder of case files instead of the built-in ones")
+    validation.add_argument("-o", "--output", required=True, metavar="FILE",
+                            help="output file: .png, .svg or .pdf")
+    validation.set_defaults(handler=run_plot)
 
     breakdown = figure_parser("breakdown", "TTFT stacked by compute and exposed transfer")
     breakdown.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
@@ -128,6 +141,10 @@ def _output(args: argparse.Namespace) -> Path:
 def _draw(args: argparse.Namespace) -> Any:
     from kvroof import plot
 
+    if args.figure == "validation":
+        from kvroof.validation.run import validate
+
+        return plot.validation_figure(validate(args.cases, registry_from_args(args)), args.mode)
     if args.figure == "roofline":
         pairs = []
         for item in args.hardware:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import registry_from_args
 
 __all__ = ["register"]
@@ -13,7 +14,7 @@ __all__ = ["register"]
 
 def register(commands: Any) -> None:
     report = commands.add_parser(
-        "report", help="write every figure, the paper's tables and the extensions to a folder",
+        "report", help=command_help("report"),
         description="Writes figures (PNG, and SVG/PDF if configured), report.md and a "
                     "self-contained report.html into the output folder.",
     )

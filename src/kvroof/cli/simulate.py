@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import print_json, print_table, registry_from_args
 from kvroof.cli.deployment_flags import (
     add_deployment_flags,
@@ -63,8 +64,7 @@ def _named(error: KvroofError) -> KvroofError:
 
 def register(commands: Any) -> None:
     sim = commands.add_parser(
-        "simulate", help="replay a request trace through replicas of an iteration-level "
-                         "serving engine (prefix cache in HBM, host DRAM and tiers)",
+        "simulate", help=command_help("simulate"),
         description="Serve a trace on simulated vLLM-style replicas timed by the cost model; "
                     "prints TTFT/TPOT/latency percentiles, throughput, tokens per iteration, "
                     "cache hit rates, link use and power. See docs/simulate.md.")
@@ -120,8 +120,7 @@ def register(commands: Any) -> None:
     sim.set_defaults(handler=run_simulate)
 
     sweep = commands.add_parser(
-        "sweep", help="run a grid of simulations (hardware x policies x request rates x cache "
-                      "sizes) on local processes or a Dask cluster",
+        "sweep", help=command_help("sweep"),
         description="One CSV row per simulation; see docs/simulate.md for the config.")
     sweep.add_argument("config", help="sweep config (YAML)")
     sweep.add_argument("--jobs", type=int, default=1, metavar="N",

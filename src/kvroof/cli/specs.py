@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import print_json, print_table, registry_from_args
 from kvroof.describe import derived_figures, spec_rows, spec_summary
 from kvroof.specs.registry import KINDS, SpecKind
@@ -17,13 +18,13 @@ _PLURAL = {f"{kind}s": kind for kind in KINDS}
 
 def register(commands: Any) -> None:
     listing = commands.add_parser(
-        "list", help="list the known models, accelerators, links or systems"
+        "list", help=command_help("list")
     )
     listing.add_argument("kind", choices=sorted(_PLURAL), help="what to list")
     listing.add_argument("--json", action="store_true", help="print a JSON array")
     listing.set_defaults(handler=run_list)
 
-    show = commands.add_parser("show", help="show one spec with its derived figures")
+    show = commands.add_parser("show", help=command_help("show"))
     show.add_argument("kind", choices=list(KINDS), help="the kind of spec")
     show.add_argument("name", help="its name or an alias (case-insensitive)")
     show.add_argument("--json", action="store_true", help="print a JSON object (SI units)")

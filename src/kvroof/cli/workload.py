@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvroof.cli.commands import command_help
 from kvroof.cli.common import flat_record, print_csv, print_json, print_table
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
 from kvroof.errors import KvroofError, short_repr
@@ -33,7 +34,7 @@ _SYNTHETIC = ("sharegpt", "narrativeqa", "docfinqa")
 
 def register(commands: Any) -> None:
     workload = commands.add_parser(
-        "workload", help="request traces: T, K and kappa_ratio statistics; synthetic workloads"
+        "workload", help=command_help("workload")
     )
     actions = workload.add_subparsers(dest="workload_command", metavar="ACTION", required=True)
 

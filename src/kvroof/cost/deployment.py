@@ -31,11 +31,23 @@ Engine-facing settings, each defaulting to what engines do (sources in docs/cost
 latent reaches the TP ranks: every rank loads it, as vLLM and SGLang do), ``write_back`` (the
 new tokens' KV is saved to host memory in the same step, as vLLM's connector waits for it),
 ``iteration_tokens`` (the tokens that share one weight read, default: the request alone),
-``memory_utilization`` and ``kv_reserve_tokens`` (what must fit in HBM).
+``memory_utilization`` and ``kv_reserve_tokens`` (what must fit in HBM), ``reuse_block_tokens``
+(prefix reuse in whole blocks: :func:`kvroof.cost.timing.ttft` recomputes the cached tokens after
+the last whole block; default: every cached token is reused) and ``request_overhead`` (seconds
+added to every request's TTFT; default 0).
+
+An ``engine`` profile (:class:`kvroof.specs.engine.Engine`, ``deployment(..., engine=NAME)``) sets
+``granularity``, ``latency`` (its per-copy overhead), ``link_efficiency`` (the share of the link
+its copies reach; :mod:`kvroof.cost.copy_size`), ``write_back``, ``reuse_block_tokens``,
+``request_overhead`` and, where it says, ``mla_mode`` and ``mla_tp_load``, unless they are given
+explicitly; its loading mode sets the default overlap of :func:`kvroof.cost.timing.ttft`. Without
+an engine every setting keeps the default above (256-token blocks, one copy per layer, the link's
+2 us latency, the link's full bandwidth, write-back on, serial overlap).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,11 +65,13 @@ from kvroof.cost.checks import (
     scalar_or_array,
     token_count,
 )
+from kvroof.cost.copy_size import engine_link_share, engine_settings
 from kvroof.cost.flops import MLA_MODES, MlaMode
 from kvroof.cost.host_memory import LOCALITIES, Locality, dram_share_per_gpu
 from kvroof.cost.weights import WeightBytes, weight_bytes_per_rank
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
+from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Calibration, Link, System
 from kvroof.specs.model import GQAAttention, ModelSpec
 from kvroof.specs.registry import Registry, default_registry
@@ -188,6 +202,9 @@ class Deployment:
     kv_reserve_tokens: float = DEFAULT_KV_RESERVE_TOKENS
     tier_fractions: Mapping[str, float] = field(default_factory=dict)
     tier_links: Mapping[str, Link] = field(default_factory=dict)
+    reuse_block_tokens: int | None = None
+    request_overhead: ArrayLike = 0.0
+    engine: Engine | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.tp, bool) or not isinstance(self.tp, int) or self.tp < 1:
@@ -268,6 +285,14 @@ class Deployment:
                 f"gpus_loading: {self.gpus_loading} is fewer than the {self.tp} ranks of the "
                 "TP group, which all load their share at once"
             )
+        if self.reuse_block_tokens is not None and (
+            isinstance(self.reuse_block_tokens, bool)
+            or not isinstance(self.reuse_block_tokens, int)
+            or self.reuse_block_tokens < 1
+        ):
+            raise KvroofError(f"reuse_block_tokens: expected a positive integer or None, got "
+                              f"{short_repr(self.reuse_block_tokens)}")
+        nonnegative("request_overhead", self.request_overhead)
         self._check_tiers()
         self.link_bandwidth  # noqa: B018 -- fail early if no sustained figure is known
         self.host_dram_share  # noqa: B018 -- fail early on a NUMA setting the host cannot give
@@ -564,6 +589,8 @@ class Deployment:
                                   f"({self.compute_efficiency_source})"],
             ["HBM (per GPU)", quantity(self.effective_hbm_bandwidth, Kind.BANDWIDTH)],
             ["host link (per GPU)", quantity(self.effective_bandwidth, Kind.BANDWIDTH)],
+            ["engine", "none (kvroof's defaults)" if self.engine is None else
+             f"{self.engine.name}: {self.engine.label}"],
             ["regime", "request alone" if self.iteration_tokens is None else
              f"inside an iteration of {number(np.asarray(self.iteration_tokens))} tokens"],
             ["memory (per GPU)", f"{format_quantity(fit.needed, Kind.CAPACITY)} of "
@@ -602,17 +629,31 @@ def deployment(
     accelerator: str | Accelerator | None = None,
     link: str | Link | None = None,
     registry: Registry | None = None,
+    engine: str | Engine | None = None,
     **settings: Any,
 ) -> Deployment:
     """Build a :class:`Deployment` from names (or specs).
 
     Give a ``system`` (its accelerator and host link are used), or an ``accelerator`` (its
     default host link is used unless ``link`` is given). ``settings`` are the other fields of
-    :class:`Deployment` (``tp``, ``compute_dtype``, ``kv_dtype``, ``bandwidth`` ...).
+    :class:`Deployment` (``tp``, ``compute_dtype``, ``kv_dtype``, ``bandwidth`` ...). An
+    ``engine`` profile (name or spec) sets the settings it describes unless they are given here
+    (a setting given as ``None`` counts as not given; a ``granularity`` dict may give only
+    ``block_tokens`` or ``layout`` and takes the other from the engine).
 
     >>> dep = deployment("qwen3-235b-a22b", accelerator="h100", tp=8)
+    >>> vllm = deployment("llama-3.1-8b", accelerator="h100", engine="vllm-0.12-offload")
     """
     reg = registry or default_registry()
+    engine_spec = reg.engine(engine) if isinstance(engine, str) else engine
+    from_engine: set[str] = set()
+    if engine_spec is not None:
+        preset = engine_settings(engine_spec)
+        granularity = settings.get("granularity")
+        if isinstance(granularity, dict):
+            settings["granularity"] = {**preset["granularity"], **granularity}
+        from_engine = {key for key in preset if settings.get(key) is None}
+        settings = {**settings, **{key: preset[key] for key in from_engine}}
     model_spec = reg.model(model) if isinstance(model, str) else model
     if system is not None and accelerator is not None:
         raise KvroofError("give a system or an accelerator, not both")
@@ -634,12 +675,18 @@ def deployment(
     if isinstance(settings.get("granularity"), dict):
         settings["granularity"] = Granularity(**settings["granularity"])
     try:
-        return Deployment(
+        dep = Deployment(
             model=model_spec,
             accelerator=accelerator_spec,
             link=link_spec,
             system=system_spec,
+            engine=engine_spec,
             **settings,
         )
     except TypeError as error:
         raise KvroofError(f"deployment: {error}") from None
+    if (engine_spec is not None and engine_spec.copy_rate_cap is not None
+            and "link_efficiency" in from_engine):
+        dep = dataclasses.replace(dep, link_efficiency=engine_link_share(engine_spec,
+                                                                         dep.link_bandwidth))
+    return dep

@@ -18,12 +18,20 @@ without overlap.
   ``overlap_efficiency``) hides only ``eta`` of the shorter side: each ``max(a, b)`` above
   becomes ``max(a, b) + (1 - eta) x min(a, b)``.
 
-Result fields: ttft, compute, transfer, exposed transfer (``ttft - compute``: the transfer time
-not hidden behind compute), ``p_oh = transfer / compute`` (inf when there is transfer but no
-compute, 0 when there is neither), transfer share (``exposed / ttft``; for serial this is the
-paper's ``P_OH / (1 + P_OH)``), bound (``"transfer"`` where transfer > compute, else
-``"compute"``), achieved FLOP/s per GPU (``FLOPs / TP / ttft``) and compute utilization
-(achieved / peak).
+Per request (:func:`ttft`, :func:`ttft_batch`), two engine behaviours: with
+``reuse_block_tokens`` B the cached prefix is reused in whole blocks, so the ``K mod B`` cached
+tokens after the last whole block are recomputed (``K -> K - K mod B``, ``T -> T + K mod B``), and
+``request_overhead`` seconds (serving work outside the prefill: scheduling, the call into the
+engine) are added to the TTFT. Neither enters :func:`compute_time`, :func:`transfer_time` or
+kappa_crit, which take T and K as given. The default overlap is the deployment's engine's (its
+layer-wise or whole-prefix loading), else ``serial``.
+
+Result fields: ttft, compute, transfer, exposed transfer (``ttft - compute - request
+overhead``: the transfer time not hidden behind compute), ``p_oh = transfer / compute`` (inf
+when there is transfer but no compute, 0 when there is neither), transfer share (``exposed /
+ttft``; for serial this is the paper's ``P_OH / (1 + P_OH)``), bound (``"transfer"`` where
+transfer > compute, else ``"compute"``), achieved FLOP/s per GPU (``FLOPs / TP / ttft``) and
+compute utilization (achieved / peak).
 """
 
 from __future__ import annotations
@@ -52,7 +60,9 @@ __all__ = [
     "combine_overlap",
     "compute_breakdown",
     "compute_time",
+    "default_overlap",
     "iteration_tokens_for",
+    "reused_tokens",
     "roofline_breakdown",
     "ttft",
     "ttft_batch",
@@ -156,16 +166,19 @@ class TTFTResult:
     derived from them when read (a 1e7-point grid holds 32 bytes per point).
     """
 
-    __slots__ = ("_cached", "_new", "_peak", "_tp", "compute", "flops", "overlap", "transfer",
-                 "ttft")
+    __slots__ = ("_cached", "_new", "_peak", "_tp", "compute", "flops", "overhead", "overlap",
+                 "transfer", "ttft")
 
     def __init__(self, ttft: Any, compute: Any, transfer: Any, flops: Any, overlap: Overlap,
-                 tp: int, peak: Any, new_tokens: Any = None, cached_tokens: Any = None) -> None:
+                 tp: int, peak: Any, new_tokens: Any = None, cached_tokens: Any = None,
+                 overhead: Any = 0.0) -> None:
         self.ttft = ttft
         self.compute = compute
         self.transfer = transfer
         self.flops = flops
         self.overlap: Overlap = overlap
+        self.overhead = overhead
+        """The deployment's ``request_overhead`` included in ``ttft`` (seconds)."""
         self._tp = tp
         self._peak = peak
         self._new = new_tokens
@@ -177,8 +190,8 @@ class TTFTResult:
 
     @property
     def exposed_transfer(self) -> Any:
-        """Transfer time not hidden behind compute: ``ttft - compute``."""
-        return self.ttft - self.compute
+        """Transfer time not hidden behind compute: ``ttft - compute - overhead``."""
+        return self.ttft - self.compute - self.overhead
 
     @property
     def p_oh(self) -> Any:
@@ -193,11 +206,11 @@ class TTFTResult:
     @property
     def transfer_share(self) -> Any:
         """``exposed transfer / ttft`` (0 for an empty request)."""
-        total = self.ttft
+        total, exposed = self.ttft, self.exposed_transfer
         if type(total) is float:
-            return (total - self.compute) / total if total > 0 else 0.0
+            return exposed / total if total > 0 else 0.0
         with np.errstate(divide="ignore", invalid="ignore"):
-            return scalar_or_array(np.where(total > 0, (total - self.compute)
+            return scalar_or_array(np.where(total > 0, exposed
                                             / np.where(total > 0, total, 1.0), 0.0))
 
     @property
@@ -278,6 +291,7 @@ class TTFTResult:
             "flops": self.flops,
             "achieved_flops": self.achieved_flops,
             "compute_utilization": self.compute_utilization,
+            "request_overhead_s": self.overhead,
             "overlap": self.overlap,
         }
 
@@ -299,24 +313,45 @@ def _result(
     new_tokens: Any = None, cached_tokens: Any = None,
 ) -> TTFTResult:
     eta = dep.resolved_overlap_efficiency
-    if type(transfer) is float and type(compute) is float and type(flops) is float:
+    overhead: Any = dep.request_overhead
+    if (type(transfer) is float and type(compute) is float and type(flops) is float
+            and type(overhead) in (float, int)):
         total = _combine(transfer, compute, dep.model.num_layers, overlap, eta)
         peak = dep.terms.peak_rate / dep.tp
-        return TTFTResult(total, compute, transfer, flops, overlap, dep.tp, peak, new_tokens,
-                          cached_tokens)
+        return TTFTResult(total + overhead, compute, transfer, flops, overlap, dep.tp, peak,
+                          new_tokens, cached_tokens, float(overhead))
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
+    o = np.asarray(overhead, dtype=np.float64)
     total = np.asarray(_combine(x, c, dep.model.num_layers, overlap,
-                                eta if type(eta) is float else np.asarray(eta)))
-    shape = np.broadcast_shapes(x.shape, c.shape, np.shape(flops))
+                                eta if type(eta) is float else np.asarray(eta))) + o
+    shape = np.broadcast_shapes(x.shape, c.shape, np.shape(flops), o.shape)
     return TTFTResult(
         scalar_or_array(np.broadcast_to(total, shape).copy() if total.shape != shape else total),
         scalar_or_array(np.broadcast_to(c, shape)),
         scalar_or_array(np.broadcast_to(x, shape)),
         scalar_or_array(np.broadcast_to(np.asarray(flops, dtype=np.float64), shape)),
         overlap, dep.tp, np.asarray(dep.peak_compute, dtype=np.float64), new_tokens,
-        cached_tokens,
+        cached_tokens, float(o) if o.ndim == 0 else scalar_or_array(np.broadcast_to(o, shape)),
     )
+
+
+def default_overlap(dep: Deployment) -> Overlap:
+    """The overlap a deployment's engine loads with (``layerwise`` for layer-wise loading,
+    ``serial`` for a whole prefix), else ``serial``."""
+    engine = dep.engine
+    return "layerwise" if engine is not None and engine.loading == "layerwise" else "serial"
+
+
+def reused_tokens(dep: Deployment, new_tokens: Any, cached_tokens: Any) -> tuple[Any, Any]:
+    """``(T, K)`` as the engine runs them: with ``reuse_block_tokens`` B only whole blocks of
+    the cached prefix are reused and the other ``K mod B`` cached tokens are recomputed
+    (validated token counts in, the same kind out)."""
+    block = dep.reuse_block_tokens
+    if block is None or block == 1:
+        return new_tokens, cached_tokens
+    partial = cached_tokens % block
+    return new_tokens + partial, cached_tokens - partial
 
 
 def _check_overlap(overlap: str) -> Overlap:
@@ -330,16 +365,20 @@ def ttft(
     dep: Deployment,
     new_tokens: ArrayLike,
     cached_tokens: ArrayLike,
-    overlap: Overlap = "serial",
+    overlap: Overlap | None = None,
 ) -> TTFTResult:
     """TTFT of one request of ``new_tokens`` (T) on top of ``cached_tokens`` (K) loaded from
-    host memory. T and K broadcast (a 1000 x 1000 grid is one call)."""
-    mode = _check_overlap(overlap)
+    host memory. T and K broadcast (a 1000 x 1000 grid is one call). ``overlap`` defaults to
+    the engine's (:func:`default_overlap`); ``reuse_block_tokens`` and ``request_overhead``
+    apply (module docstring)."""
+    mode = _check_overlap(default_overlap(dep) if overlap is None else overlap)
     t = token_value("new_tokens", new_tokens)
     k = token_value("cached_tokens", cached_tokens)
+    run_t, run_k = reused_tokens(dep, t, k)
     terms = dep.terms
-    compute = compute_parts(terms, t, k, iteration_tokens_for(dep, t))
-    transfer = transfer_time(dep, k, t) if terms.tiers else transfer_parts(terms, k, t).total
+    compute = compute_parts(terms, run_t, run_k, iteration_tokens_for(dep, run_t))
+    transfer = (transfer_time(dep, run_k, run_t) if terms.tiers
+                else transfer_parts(terms, run_k, run_t).total)
     return _result(dep, compute.flops, transfer, compute.total, mode, t, k)
 
 
@@ -347,15 +386,17 @@ def ttft_batch(
     dep: Deployment,
     new_tokens: ArrayLike,
     cached_tokens: ArrayLike,
-    overlap: Overlap = "serial",
+    overlap: Overlap | None = None,
 ) -> TTFTResult:
     """TTFT of a batch prefilled together in one iteration (the last axis of the broadcast T
     and K is the batch): the FLOPs and KV reads add up, the weights are read once for the whole
     batch (``iteration_tokens``, when set, must cover the batch's tokens), the loads and saves
-    share the link; then the overlap mode applies."""
-    mode = _check_overlap(overlap)
+    share the link; then the overlap mode applies (default: the engine's). Each request's
+    prefix is reused in whole ``reuse_block_tokens`` blocks; ``request_overhead`` is added once."""
+    mode = _check_overlap(default_overlap(dep) if overlap is None else overlap)
     t = token_count("new_tokens", new_tokens)
     k = token_count("cached_tokens", cached_tokens)
+    t, k = reused_tokens(dep, t, k)
     t, k = np.broadcast_arrays(t, k)
     if t.ndim == 0:
         t, k = t[None], k[None]

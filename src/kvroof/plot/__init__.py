@@ -8,6 +8,7 @@ from kvroof.plot.kappa_t import kappa_vs_t_figure
 from kvroof.plot.overhead import overhead_figure
 from kvroof.plot.roofline import offload_roofline_figure
 from kvroof.plot.style import save_figure
+from kvroof.plot.validation import validation_figure
 from kvroof.plot.what_if import what_if_figure
 from kvroof.plot.workload import workload_figure
 
@@ -18,6 +19,7 @@ __all__ = [
     "overhead_figure",
     "save_figure",
     "ttft_breakdown_figure",
+    "validation_figure",
     "what_if_figure",
     "workload_figure",
 ]

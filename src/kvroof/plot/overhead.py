@@ -26,13 +26,14 @@ def overhead_figure(
     cached_tokens: Sequence[float] = DEFAULT_CACHED,
     new_tokens: Sequence[float] = DEFAULT_NEW,
     metric: Literal["transfer_share", "p_oh"] = "transfer_share",
-    overlap: Overlap = "serial",
+    overlap: Overlap | None = None,
 ) -> Figure:
     """Heatmap of ``metric`` with K on x and T on y (cells annotated), and the P_OH = 1 contour
     (``gid`` ``"contour:p_oh=1"``) drawn on the continuous grid."""
     k = np.unique(np.asarray(cached_tokens, dtype=float))  # sorted: axes and contour need it
     t = np.unique(np.asarray(new_tokens, dtype=float))
     grid = ttft(dep, t[:, None], k[None, :], overlap)
+    overlap = grid.overlap
     values = np.asarray(grid.transfer_share if metric == "transfer_share" else grid.p_oh)
     with style():
         fig, (ax,) = new_figure(width=7.0, height=4.6)

@@ -23,6 +23,7 @@ from kvroof.report.config import ReportConfig
 from kvroof.report.render import FigureEntry, render_html, render_markdown
 from kvroof.report.tables import Table, build_tables, kappa_cell
 from kvroof.specs.registry import Registry, default_registry
+from kvroof.validation.run import ValidationResult, validate
 
 __all__ = ["ReportResult", "build_report"]
 
@@ -49,7 +50,8 @@ def _prepare_folder(folder: Path) -> None:
         raise KvroofError(f"{folder}: cannot write: {error.strerror or error}") from None
 
 
-def _figure_specs(config: ReportConfig, reg: Registry) -> list[
+def _figure_specs(config: ReportConfig, reg: Registry,
+                  validation_result: ValidationResult) -> list[
         tuple[str, str, Callable[[], tuple[Figure, str]]]]:
     """(key, title, make) for each figure; make returns the figure and its caption."""
     from kvroof.plot import (
@@ -214,6 +216,15 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
                     "the host link's peak.")
 
             measured.append(("link", "Copy bandwidth against transfer size", link))
+    def validation() -> tuple[Figure, str]:
+        from kvroof.plot.validation import validation_figure
+
+        return validation_figure(validation_result), (
+            "How good is the model: every published measurement in validation/ against kvroof's "
+            "prediction with its source's engine profile (filled) and before engine profiles "
+            "(hollow); the band is a factor 2 either way. Tables 'How good is the model' give "
+            "the errors per quantity and per case.")
+
     return [
         *measured,
         ("roofline", "Offload roofline (full mode)", roofline("full")),
@@ -225,6 +236,7 @@ def _figure_specs(config: ReportConfig, reg: Registry) -> list[
         ("what-if", "What-ifs: link bandwidth and KV format", what_if),
         ("breakdown", "TTFT breakdown by overlap mode and TP", breakdown),
         ("workloads", "Workload distributions and kappa_crit", workloads),
+        ("validation", "How good is the model: predicted against measured", validation),
     ]
 
 
@@ -275,7 +287,8 @@ def _build_into(
     _prepare_folder(target)
     from kvroof.plot.style import save_figure
 
-    specs = _figure_specs(config, reg)
+    validation_result = validate(registry=reg)
+    specs = _figure_specs(config, reg, validation_result)
     section = None
     if config.simulation is not None:
         from kvroof.report.simulation import simulation_section
@@ -284,7 +297,8 @@ def _build_into(
         section = simulation_section(config, reg)
         specs += section.figures
     steps = len(specs) + 2
-    say(f"[1/{steps}] tables: paper mode, full mode, measured points, what-ifs, workloads")
+    say(f"[1/{steps}] tables: paper mode, full mode, measured points, what-ifs, workloads, "
+        "validation")
     from kvroof.report.workloads import report_deployments, report_workloads, workload_table
 
     tables = build_tables(config, reg)
@@ -294,6 +308,9 @@ def _build_into(
         from kvroof.report.measured import calibrate_measurements, calibration_table
 
         tables.insert(0, calibration_table(*calibrate_measurements(config, reg)))
+    from kvroof.report.validation import validation_tables
+
+    tables += validation_tables(validation_result)
     if section is not None:
         tables.append(section.table)
     figures = []

@@ -2,7 +2,8 @@
 
 Sources, in order (a later spec with the same name replaces an earlier one, with a warning):
 
-1. the built-in ``hardware_specs/`` and ``model_specs/`` folders (shipped inside the wheel);
+1. the built-in ``hardware_specs/``, ``model_specs/`` and ``engine_specs/`` folders (shipped
+   inside the wheel);
 2. folders in the ``KVROOF_SPEC_PATH`` environment variable (``os.pathsep``-separated);
 3. folders passed to :class:`Registry` (or ``--spec-path`` on the command line).
 
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Final, Literal, TypeVar, overload
 
 from kvroof.errors import SpecError, UnknownNameError, short_repr
+from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.loader import SPEC_TYPES, Spec, load_spec_file
 from kvroof.specs.model import ModelSpec
@@ -44,10 +46,11 @@ __all__ = [
 ]
 
 ENV_VAR: Final = "KVROOF_SPEC_PATH"
-SpecKind = Literal["accelerator", "link", "system", "model"]
-KINDS: Final[tuple[SpecKind, ...]] = ("accelerator", "link", "system", "model")
+SpecKind = Literal["accelerator", "link", "system", "model", "engine"]
+KINDS: Final[tuple[SpecKind, ...]] = ("accelerator", "link", "system", "model", "engine")
+BUILTIN_FOLDERS: Final = ("hardware_specs", "model_specs", "engine_specs")
 
-S = TypeVar("S", Accelerator, Link, System, ModelSpec)
+S = TypeVar("S", Accelerator, Link, System, ModelSpec, Engine)
 
 
 class SpecWarning(UserWarning):
@@ -64,9 +67,9 @@ def builtin_spec_dirs() -> list[Path]:
     package = Path(__file__).resolve().parent.parent
     packaged = package / "_data"
     if (packaged / "hardware_specs").is_dir():
-        return [packaged / "hardware_specs", packaged / "model_specs"]
+        return [packaged / folder for folder in BUILTIN_FOLDERS]
     repository = package.parent.parent
-    dirs = [repository / "hardware_specs", repository / "model_specs"]
+    dirs = [repository / folder for folder in BUILTIN_FOLDERS]
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
         raise SpecError(f"built-in spec folders not found: {', '.join(missing)}")
@@ -112,7 +115,7 @@ class Registry:
         if builtin:
             for folder in builtin_spec_dirs():
                 for path in _spec_files(folder):
-                    self._add(load_spec_file(path), path, builtin=True)
+                    self._add(load_spec_file(path, packaged=True), path, builtin=True)
             self._check_references(builtin_only=True)
         user_folders: list[Path] = []
         if use_env:
@@ -275,6 +278,8 @@ class Registry:
     @overload
     def get(self, kind: Literal["model"], name: str) -> ModelSpec: ...
     @overload
+    def get(self, kind: Literal["engine"], name: str) -> Engine: ...
+    @overload
     def get(self, kind: SpecKind, name: str) -> Spec: ...
     def get(self, kind: SpecKind, name: str) -> Spec:
         """The spec of ``kind`` called ``name`` (or an alias)."""
@@ -291,6 +296,9 @@ class Registry:
 
     def model(self, name: str) -> ModelSpec:
         return self.get("model", name)
+
+    def engine(self, name: str) -> Engine:
+        return self.get("engine", name)
 
     def all(self, kind: SpecKind) -> list[Spec]:
         """Every spec of ``kind``, sorted by name."""

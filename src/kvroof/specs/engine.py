@@ -1,0 +1,69 @@
+"""Engine profiles: how a serving engine (or a copy microbenchmark) moves cached KV between host
+memory and the GPU, as settings the cost model already has.
+
+An engine profile names what the cost model otherwise assumes: how the cache is cut into copies
+(``block_tokens``, ``copy_layout``), how each copy is made (``copy_method``: the GPU's DMA copy
+engines or a copy kernel on the SMs) with its fixed cost per copy (``copy_overhead``) and the
+share of the link's peak its large copies reach (``link_share``, capped at ``copy_rate_cap``
+where the method's own throughput is the limit), whether the layers load while the previous ones
+compute (``loading``), how MLA is prefilled and loaded under TP, whether the new tokens' KV is
+saved in the same step (``write_back``), the granularity of prefix reuse (``reuse_block_tokens``:
+the tokens after the last whole block of a cached prefix are recomputed) and any fixed time per
+request (``request_overhead``).
+
+A copy of ``S`` bytes then takes ``copy_overhead + S / (share x link bandwidth)``: its delivered
+bandwidth is ``S / (overhead + S / (share x BW))`` (:mod:`kvroof.cost.copy_size`). Fields listed
+in ``fitted`` come from kvroof's fit to published copy measurements (``kvroof validate``), not
+from the engine's own documentation; their sources say so.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from kvroof.specs.base import Bandwidth, PositiveInt, SourcedSpec, Time
+
+__all__ = ["COPY_METHODS", "FITTABLE", "LOADINGS", "CopyMethod", "Engine", "Loading"]
+
+CopyMethod = Literal["copy-engine", "copy-kernel"]
+COPY_METHODS: tuple[CopyMethod, ...] = ("copy-engine", "copy-kernel")
+Loading = Literal["layerwise", "whole-prefix"]
+LOADINGS: tuple[Loading, ...] = ("layerwise", "whole-prefix")
+FITTABLE: tuple[str, ...] = ("copy_overhead", "link_share")
+"""Engine fields kvroof's copy-size fit may provide."""
+
+
+class Engine(SourcedSpec):
+    """A serving engine's KV loading path (see the module docstring).
+
+    ``block_tokens`` ``None`` moves a request's cache as one block (one copy per layer with
+    ``copy_layout`` per-layer: a kernel launch per layer). ``mla_mode`` and ``mla_tp_load``
+    ``None`` mean the source does not say (kvroof's defaults apply). ``loading`` sets the
+    default overlap of TTFT: ``layerwise`` (layer ``i+1`` loads while layer ``i`` computes) or
+    ``whole-prefix`` (the request waits for its whole prefix: serial).
+    """
+
+    kind_name: ClassVar[str] = "engine"
+
+    version: str = ""
+    block_tokens: PositiveInt | None
+    copy_layout: Literal["per-layer", "per-layer-kv", "per-block"]
+    copy_method: CopyMethod
+    copy_overhead: Time
+    link_share: Annotated[float, Field(gt=0, le=1)]
+    copy_rate_cap: Bandwidth | None = None
+    loading: Loading
+    reuse_block_tokens: PositiveInt | None = None
+    mla_mode: Literal["expanded", "absorbed"] | None = None
+    mla_tp_load: Literal["every-rank", "rank0-broadcast", "shard-allgather"] | None = None
+    write_back: bool
+    request_overhead: Time = 0.0
+    fitted: tuple[Literal["copy_overhead", "link_share"], ...] = ()
+
+    @model_validator(mode="after")
+    def _check(self) -> Engine:
+        if len(set(self.fitted)) != len(self.fitted):
+            raise ValueError("fitted: a field is listed twice")
+        return self
