@@ -502,7 +502,8 @@ def run_sweep_command(args: argparse.Namespace) -> None:
             bar.start = start
         bar.advance(done - bar.done_weight, f"{done}/{total} simulations")
 
-    rows = run_sweep(config, jobs=args.jobs, dask=args.dask, progress=progress)
+    rows = run_sweep(config, jobs=args.jobs, dask=args.dask, progress=progress,
+                     spec_paths=list(getattr(args, "spec_path", []) or []))
     if bar is not None:
         bar.done()
     if args.output is not None:

@@ -86,6 +86,8 @@ class SweepPoint:
     deployment: dict[str, Any] = field(default_factory=dict)
     simulation: dict[str, Any] = field(default_factory=dict)
     arrivals: dict[str, Any] = field(default_factory=dict)
+    spec_paths: tuple[str, ...] = ()
+    """Folders of the user's own spec files (``--spec-path``), read by each worker."""
 
 
 def _value(key: str, value: Any) -> Any:
@@ -117,7 +119,7 @@ def load_sweep_config(path: str | Path) -> SweepConfig:
     return config
 
 
-def points(config: SweepConfig) -> list[SweepPoint]:
+def points(config: SweepConfig, spec_paths: Sequence[str] = ()) -> list[SweepPoint]:
     """Every combination of the grid, in order (the last key varies fastest)."""
     keys = list(config.grid)
     for key in keys:
@@ -152,7 +154,7 @@ def points(config: SweepConfig) -> list[SweepPoint]:
             trace=None if config.trace is None else str(config.trace), format=config.format,
             skip_bad=config.skip_bad,
             hardware=tuple(hardware) if isinstance(hardware, list) else (str(hardware),),
-            replicas=replicas, **sections))
+            replicas=replicas, spec_paths=tuple(spec_paths), **sections))
     return result
 
 
@@ -173,7 +175,9 @@ def _build(point: SweepPoint) -> tuple[list[Any], SimSettings, dict[str, Any]]:
     """The point's deployments (fit checked), settings and arrivals, or a KvroofError."""
     from kvroof.cost.deployment import deployment
     from kvroof.cost.memory_fit import check_fit
+    from kvroof.specs.registry import Registry, default_registry
 
+    registry = Registry(list(point.spec_paths)) if point.spec_paths else default_registry()
     where = ", ".join(f"{k}={v}" for k, v in point.grid.items()) or "the base settings"
     try:
         unknown = set(point.arrivals) - set(ARRIVAL_KEYS)
@@ -189,7 +193,8 @@ def _build(point: SweepPoint) -> tuple[list[Any], SimSettings, dict[str, Any]]:
         deps = []
         for item in point.hardware:
             spec = ReplicaSpec.parse(str(item))
-            dep = deployment(point.model, system=spec.system, **{"tp": spec.tp, **extra})
+            dep = deployment(point.model, system=spec.system, registry=registry,
+                             **{"tp": spec.tp, **extra})
             check_fit(dep)
             deps += [dep] * point.replicas
         arrivals = {k: _value(k, v) for k, v in point.arrivals.items()}
@@ -262,11 +267,13 @@ def _dask(all_points: Sequence[SweepPoint], address: str) -> Iterator[dict[str, 
 
 
 def run_sweep(config: SweepConfig, *, jobs: int = 1, dask: str | None = None,
-              progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Run every point of ``config``; rows in point order. ``dask``: a scheduler address."""
+              progress: Progress | None = None,
+              spec_paths: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Run every point of ``config``; rows in point order. ``dask``: a scheduler address;
+    ``spec_paths``: folders of the user's own specs."""
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise KvroofError(f"--jobs: expected a positive integer, got {jobs!r}")
-    all_points = points(config)
+    all_points = points(config, spec_paths)
     check_points(all_points)
     rows: list[dict[str, Any]] = []
     source = _dask(all_points, dask) if dask is not None else _local(all_points, jobs)
