@@ -2,6 +2,7 @@
 schedulers and cache policies (kvroof's serving simulation, docs/simulate.md).
 
     python examples/simulate_mooncake.py [TRACE] [--replicas 4] [--bandwidth-source sustained]
+                                         [--load-mode sync] [--time-scale 3]
 
 Without TRACE it uses the first five minutes of the trace that ship with kvroof; give the whole
 ``conversation_trace.jsonl`` (github.com/kvcache-ai/Mooncake, FAST25-release/traces) for the
@@ -14,7 +15,7 @@ import argparse
 import itertools
 
 import kvroof
-from kvroof.simulate import SimSettings, simulate
+from kvroof.simulate import SimSettings, prepare_trace, simulate
 from kvroof.workload.requests import MOONCAKE_SLICE, load_requests
 
 
@@ -26,13 +27,16 @@ def main() -> None:
     parser.add_argument("--bandwidth-source", default="peak", choices=("peak", "sustained"),
                         help="the testbed's PCIe Gen4 peak, or the paper's measured 15 GB/s")
     parser.add_argument("--load-mode", default="async", choices=("sync", "async", "layerwise"))
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="replay the trace this many times faster (more load)")
     args = parser.parse_args()
 
-    trace = load_requests(args.trace)
+    trace = prepare_trace(load_requests(args.trace), time_scale=args.time_scale)
     dep = kvroof.deployment(args.model, system="paper-testbed", tp=8,
                             bandwidth_source=args.bandwidth_source)
-    print(f"{trace.name}: {len(trace):,} requests; {args.replicas} x {dep.short_label}, "
-          f"{args.bandwidth_source} link, {args.load_mode} loads")
+    print(f"{trace.name}: {len(trace):,} requests, {args.time_scale:g}x the trace's rate; "
+          f"{args.replicas} x {dep.short_label}, {args.bandwidth_source} link, "
+          f"{args.load_mode} loads")
     header = ("scheduler", "cache", "TTFT p50", "TTFT p99", "TPOT p50", "req/s", "HBM hits",
               "host hits", "power")
     print("  ".join(f"{h:>17}" for h in header))
