@@ -205,3 +205,13 @@ def test_sweep_bad_config(capsys: pytest.CaptureFixture[str], tmp_path: Path, ex
     code, _, err = run(capsys, "sweep", str(config))
     assert code == 2 and err.count("\n") == 1
     assert __import__("re").search(message, err), err
+
+
+def test_example_sweep_config_is_valid() -> None:
+    from kvroof.simulate.sweep import check_points, load_sweep_config, points
+
+    config = load_sweep_config(Path(__file__).resolve().parents[2] / "examples" /
+                               "sweep_mooncake.yaml")
+    grid = points(config)
+    assert len(grid) == 16
+    check_points(grid)
