@@ -44,13 +44,13 @@ def ttft_floor(dep: Deployment, t: Any, k: Any) -> Any:
     f = c.flops
     flops = f.per_token * t + f.pair_full * (t * k + t * (t + 1) / 2) + f.lm_head
     weights = c.weights_always + c.weights_routed * (1 - c.expert_miss ** t)
-    hbm = (weights + c.kv_full * c.rank_share * (k + t)) / c.hbm_rate
+    hbm = (weights + c.read.per_token * (k + t)) / c.hbm_rate
     compute = np.maximum(flops / (c.peak_rate * c.efficiency), hbm) + (
         c.comm_latency + c.comm_per_token * t)
-    load = c.kv_full * c.load_share * k
-    save = c.kv_full * c.load_share * t
+    load = c.load.per_token * k
+    save = c.save.per_token * t
     data = np.maximum(np.maximum(load / c.h2d, save / c.d2h), (load + save) / c.dram)
-    return data + c.copies_full * (k + t) * c.latency + compute
+    return data + c.copies.per_token * (k + t) * c.latency + compute
 
 
 def kappa_floor(dep: Deployment, t: Any) -> Any:
@@ -59,13 +59,13 @@ def kappa_floor(dep: Deployment, t: Any) -> Any:
     f = c.flops
     rate = c.peak_rate * c.efficiency
     comm = c.comm_latency + c.comm_per_token * t
-    kv = c.kv_full * c.rank_share
+    kv = c.read.per_token
     weights = c.weights_always + c.weights_routed * (1 - c.expert_miss ** t)
     roofs = [((f.per_token * t + f.pair_full * t * (t + 1) / 2 + f.lm_head) / rate + comm,
               f.pair_full * t / rate),
              ((weights + kv * t) / c.hbm_rate + comm, kv / c.hbm_rate + 0 * t)]
-    per_token = c.kv_full * c.load_share
-    latency = c.copies_full * c.latency
+    per_token = c.load.per_token
+    latency = c.copies.per_token * c.latency
     save = per_token * t
     paths = [(latency * t, per_token / c.h2d + latency),
              (save / c.d2h + latency * t, latency + 0 * c.h2d),

@@ -192,6 +192,35 @@ def test_bad_input_exits_2_with_one_line(
     assert fragment in err, err
 
 
+def test_family_settings_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """--local-kv and --sparse-load reach the deployment (the library's numbers, printed)."""
+    code, out, _ = run(capsys, "kappa", "--model", "llama-4-scout-17b-16e", "--system",
+                       "dgx-h100", "--tp", "8", "--local-kv", "all", "--json")
+    assert code == 0
+    want = kappa_crit(deployment("llama-4-scout-17b-16e", system="dgx-h100", tp=8,
+                                 local_kv="all"), 128)
+    assert json.loads(out)["kappa_crit"] == pytest.approx(want.kappa_crit)
+    code, out, _ = run(capsys, "ttft", "--model", "deepseek-v3.2", "--system", "hgx-h200",
+                       "--tp", "8", "--new-tokens", "128", "--cached-tokens", "40960",
+                       "--sparse-load", "0.25", "--json")
+    assert code == 0
+    dep = deployment("deepseek-v3.2", system="hgx-h200", tp=8, sparse_load=0.25)
+    assert json.loads(out)["ttft_s"] == pytest.approx(float(ttft(dep, 128, 40960).ttft))
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["--sparse-load", "lots"], "--sparse-load: expected all or a share"),
+    (["--sparse-load", "1.5"], "--sparse-load: expected 'all' or a share in (0, 1]"),
+    (["--local-kv", "window"], "invalid choice"),
+])
+def test_bad_family_flags(capsys: pytest.CaptureFixture[str], argv: list[str],
+                          fragment: str) -> None:
+    code, _, err = run(capsys, "kappa", "--model", "gemma-3-27b", "--system", "dgx-h100",
+                       *argv)
+    assert code == 2
+    assert fragment in err and "Traceback" not in err
+
+
 def test_engine_flag_sets_the_profile_and_flags_override(
         capsys: pytest.CaptureFixture[str]) -> None:
     base = ("ttft", "--model", "llama-3.1-8b", "--accelerator", "h100", "--new-tokens", "16",

@@ -90,6 +90,22 @@ def test_example_user_spec_folder(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out)["peak_compute"]["bf16"] == 794.5e12
 
 
+def test_show_model_layer_groups(capsys: pytest.CaptureFixture[str]) -> None:
+    """The layer groups of a hybrid, with their bytes and state (test_kv.FAMILIES derives them:
+    12 full layers x 2,048 B per token; 36 Gated DeltaNet layers x 2,146,304 B per request)."""
+    code, out, _ = run(capsys, "show", "model", "qwen3-next-80b-a3b", "--json")
+    assert code == 0
+    data = json.loads(out)
+    groups = {g["group"]: g for g in data["layer_groups"]}
+    assert (groups["full"]["layers"], groups["full"]["kv_bytes_per_token_per_layer"]) == (12, 2048)
+    assert (groups["linear"]["layers"], groups["linear"]["state_bytes_per_layer"]) == (
+        36, 2_146_304)
+    assert data["state_bytes_per_request"] == 36 * 2_146_304
+    code, out, _ = run(capsys, "show", "model", "gemma-4-e2b")
+    assert code == 0
+    assert "layer group shared_full (derived)" in out and "reuses the KV of layer 14" in out
+
+
 def test_list_and_show_engines(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "engines"]) == 0
     out = capsys.readouterr().out

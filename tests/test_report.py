@@ -35,7 +35,7 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_report_writes_every_promised_file(report_dir: Path) -> None:
     for key in ("roofline", "roofline-paper", "ceilings", "kappa-vs-t", "overhead", "what-if",
-                "breakdown", "workloads", "validation"):
+                "breakdown", "workloads", "validation", "families"):
         for suffix in ("png", "svg"):
             path = report_dir / "figures" / f"{key}.{suffix}"
             assert path.stat().st_size > 1000, path
@@ -48,7 +48,7 @@ def test_html_embeds_every_image(report_dir: Path) -> None:
     assert len(images) == len(list((report_dir / "figures").glob("*.png")))
     assert "src=\"figures/" not in page  # nothing linked, everything embedded
     for table in ("kappa_m", "kappa_hw", "paper_grid", "full_grid", "measured", "what_if",
-                  "workloads", "validation", "validation_cases"):
+                  "workloads", "validation", "validation_cases", "families"):
         assert f'id="{table}"' in page
 
 
@@ -263,10 +263,10 @@ def test_cli_plot_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     from kvroof.plot import offload_roofline_figure
 
     fig = offload_roofline_figure(["qwen3-235b-a22b"], ["paper-testbed"], registry=REG,
-                                  bandwidth_source="sustained")
+                                  bandwidth_source="sustained", tp=8)  # TP 1 does not fit
     (line,) = [a for a in fig.findobj() if a.get_gid() == "kappa-crit:paper-testbed-8x-h100"]
     dep = deployment("qwen3-235b-a22b", system="paper-testbed", registry=REG,
-                     bandwidth_source="sustained")
+                     bandwidth_source="sustained", tp=8)
     assert line.get_xdata()[0] == pytest.approx(float(kappa_crit(dep, 128).kappa_crit))  # type: ignore[attr-defined]
     code, _, err = run(capsys, "plot", "roofline", "--system", "paper-testbed", "--model",
                        "qwen3-235b-a22b", "-o", str(tmp_path / "r.png"))
@@ -312,3 +312,33 @@ def test_every_report_deployment_fits_or_is_marked() -> None:
     for row in rows:
         dep = next(d for d in deps if d.short_label == row[1])
         assert row[2].startswith("does not fit") == bool(fit_problem(dep))
+
+
+def test_family_table_cells_are_the_librarys(report_dir: Path) -> None:
+    """One row per attention family; each cell is kappa_crit alone / busy from the library, or
+    'does not fit' (DeepSeek-V3's FP8 weights need more than 8 x 80 GB)."""
+    from kvroof.cost.deployment import deployment
+    from kvroof.cost.kappa import kappa_crit
+
+    text = (report_dir / "report.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| sliding window"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    alone = kappa_crit(deployment("gemma-3-27b", system="dgx-h100", tp=8, registry=REG), 128)
+    busy = kappa_crit(deployment("gemma-3-27b", system="dgx-h100", tp=8, registry=REG,
+                                 iteration_tokens=8192), 128)
+    assert cells[6] == f"{float(alone.kappa_crit):.3g} / {float(busy.kappa_crit):.3g}"
+    mla = next(line for line in text.splitlines() if line.startswith("| full attention, MLA"))
+    assert mla.count("does not fit") == 3
+    assert "kappa_crit 0" in text  # the linear hybrid's fixed state, in a busy iteration
+
+
+def test_plot_families_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_file = tmp_path / "f.png"
+    code, _, err = run(capsys, "plot", "families", "--model", "gemma-3-27b", "--model",
+                         "qwen3-next-80b-a3b", "--system", "dgx-h100", "--tp", "8",
+                         "--other-system", "gh200", "-o", str(out_file))
+    assert code == 0, err
+    assert out_file.stat().st_size > 1000
+    code, _, err = run(capsys, "plot", "families", "--system", "dgx-h100", "--other-system",
+                       "nope", "-o", str(out_file))
+    assert code == 2 and "--other-system: unknown system" in err

@@ -7,14 +7,21 @@ from typing import Any, get_args
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from kvroof.cost.kv import kv_bytes_per_token, kv_bytes_per_token_per_layer
+from kvroof.cost.groups import layer_groups
+from kvroof.cost.kv import (
+    kv_breakdown,
+    kv_bytes_per_token,
+    kv_bytes_per_token_per_layer,
+    state_bytes,
+)
 from kvroof.cost.params import param_counts
 from kvroof.specs.base import UnitOf
 from kvroof.specs.loader import Spec
 from kvroof.specs.model import ModelSpec
 from kvroof.units import Kind, format_quantity
 
-__all__ = ["derived_figures", "spec_file_data", "spec_rows", "spec_summary"]
+__all__ = ["derived_figures", "layer_group_rows", "layer_mix", "spec_file_data", "spec_rows",
+           "spec_summary"]
 
 
 def _kind_in(annotation: Any) -> Kind | None:
@@ -62,7 +69,11 @@ def spec_rows(spec: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
             for index, item in enumerate(value):
                 rows += spec_rows(item, f"{label}[{index}].")
         elif isinstance(value, dict):
-            rows += [(f"{label}.{key}", _format(item, kind)) for key, item in value.items()]
+            for key, item in value.items():
+                if isinstance(item, BaseModel):
+                    rows += spec_rows(item, f"{label}.{key}.")
+                else:
+                    rows.append((f"{label}.{key}", _format(item, kind)))
         else:
             rows.append((label, _format(value, kind)))
     return rows
@@ -117,22 +128,66 @@ def derived_figures(spec: BaseModel) -> dict[str, float]:
         "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
         "kv_bytes_per_token_per_layer": kv_bytes_per_token_per_layer(spec, "bf16"),
     }
+    bounded = sum(g.count * g.bytes_per_position * g.span for g in kv_breakdown(spec, "bf16")
+                  if g.holds in ("window", "chunk"))
+    if bounded:
+        figures["kv_bytes_bounded_per_sequence"] = bounded
     if spec.sliding_window is not None:
         figures["kv_bytes_sliding_per_sequence"] = (
             spec.num_sliding_layers * spec.sliding_window.size
             * kv_bytes_per_token_per_layer(spec, "bf16")
         )
+    state = state_bytes(spec)
+    if state:
+        figures["state_bytes_per_request"] = state
     return figures
+
+
+def layer_group_rows(spec: ModelSpec, kv_dtype: str = "bf16") -> list[dict[str, Any]]:
+    """One row per layer group (:mod:`kvroof.cost.groups`): layers, kind, what each keeps
+    (bytes per cached token and how many tokens, fixed state) and its FLOPs per new token and
+    per (query, key) pair (MLA expanded, as vLLM and SGLang prefill)."""
+    rows = []
+    for group in layer_groups(spec):
+        holds = {"all": "every token", "window": f"last {group.span:g} tokens",
+                 "chunk": f"current chunk of {group.span:g}", "none": "none"}[group.holds]
+        pairs = {"full": "every earlier key", "window": f"at most {group.span:g} keys",
+                 "chunk": f"its chunk of {group.span:g}", "none": "none"}[group.rule]
+        if group.source is not None:
+            source = next(getattr(kind, "source", None) for name, kind in spec.layer_kinds
+                          if name == group.name)
+            holds = f"none (reuses the KV of layer {source})"
+        rows.append({
+            "group": group.name, "kind": group.kind, "layers": group.count,
+            "kv_bytes_per_token_per_layer": group.kv_bytes_per_position(kv_dtype),
+            "holds": holds, "state_bytes_per_layer": group.state_bytes,
+            "flops_per_token_per_layer": group.projections + group.absorbed
+            + group.index_tokens, "flops_per_pair_per_layer": group.per_pair,
+            "indexer_flops_per_pair_per_layer": group.index_pair, "keys_per_query": pairs,
+        })
+    return rows
+
+
+def layer_mix(spec: ModelSpec) -> str:
+    """The layer kinds and their counts, e.g. ``36 linear + 12 full``."""
+    counts: dict[str, int] = {}
+    for group in layer_groups(spec):
+        counts[group.kind] = counts.get(group.kind, 0) + group.count
+    return " + ".join(f"{count} {kind}" for kind, count in counts.items())
 
 
 def spec_summary(spec: Spec) -> str:
     """A one-line summary used by ``kvroof list``."""
     if isinstance(spec, ModelSpec):
         counts = param_counts(spec)
+        layers = f"{spec.num_layers} layers" if not spec.has_layer_kinds else \
+            f"{spec.num_layers} layers ({layer_mix(spec)})"
+        state = state_bytes(spec)
         return (
-            f"{spec.attention.kind.upper()} {spec.ffn.kind}, {spec.num_layers} layers, "
+            f"{spec.attention.kind.upper()} {spec.ffn.kind}, {layers}, "
             f"{counts.total / 1e9:.1f}B total / {counts.active / 1e9:.1f}B active, "
             f"KV {kv_bytes_per_token(spec) / 1e3:.1f} kB/token (bf16)"
+            + (f" + {state / 1e6:.1f} MB state" if state else "")
         )
     rows = dict(spec_rows(spec))
     keys = {

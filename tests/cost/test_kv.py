@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer
+from kvroof.cost.kv import kv_bytes, kv_bytes_per_token, kv_bytes_per_token_per_layer, state_bytes
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
 
@@ -54,6 +54,48 @@ HAND = {
 }
 
 
+# Models with layer kinds or without B3 figures (issue 11), derived by hand from config.json:
+# name: (bytes per token of the layers that keep every token, fixed state bytes per request)
+# GQA: layers x 2 (K,V) x kv heads x head_dim x 2 B; MLA: layers x (512 + 64) x 2 B; a Gated
+# DeltaNet layer's state: value heads x 128 x 128 x 4 B (fp32) + conv channels (2 x 16 x 128 +
+# value heads x 128) x (kernel 4 - 1) x 2 B (bf16).
+FAMILIES = {
+    # 12 full layers x 2 x 2 x 256 x 2; 36 x (32 x 128^2 x 4 + 8,192 x 3 x 2) = 36 x 2,146,304
+    "qwen3-next-80b-a3b": (24_576, 77_266_944),
+    # 16 full x 2 x 4 x 256 x 2; 48 x (48 x 128^2 x 4 + 10,240 x 6) = 48 x 3,207,168
+    "qwen3.5-27b": (65_536, 153_944_064),
+    # 10 full x 2 x 2 x 256 x 2; 30 x 2,146,304 (as Qwen3-Next's layers)
+    "qwen3.5-35b-a3b": (20_480, 64_389_120),
+    # 12 full x 2,048; 36 x (64 x 128^2 x 4 + 12,288 x 6) = 36 x 4,268,032
+    "qwen3.5-122b-a10b": (24_576, 153_649_152),
+    # 15 full x 2,048; 45 x 4,268,032
+    "qwen3.5-397b-a17b": (30_720, 192_061_440),
+    # 7 MLA layers x 576 x 2; 20 KDA x (32 x 128^2 x 4 + 3 x 4,096 channels x 3 x 2)
+    # = 20 x 2,170,880
+    "kimi-linear-48b-a3b": (8_064, 43_417_600),
+    # 61 x (576 x 2 B latent + 128 FP8 indexer key + 4 B scale) = 61 x 1,284
+    "deepseek-v3.2": (78_324, 0),
+    # 12 NoPE full layers x 2 x 8 x 128 x 2 (36 chunked layers hold K mod 8192 more)
+    "llama-4-scout-17b-16e": (49_152, 0),
+    "llama-4-maverick-17b-128e": (49_152, 0),
+    # 10 global layers x 2 x 16 x 128 x 2 (52 sliding layers hold at most 1024 tokens)
+    "gemma-3-27b": (81_920, 0),
+    # 3 full layers (0-14 keep KV) x 2 x 1 x 512 x 2 (12 sliding layers hold at most 512 tokens)
+    "gemma-4-e2b": (6_144, 0),
+    "minimax-m2.5": (253_952, 0),  # 62 x 2 x 8 x 128 x 2
+    "glm-4.7": (376_832, 0),  # 92 x 2 x 8 x 128 x 2
+    "qwen3-coder-480b-a35b": (253_952, 0),  # 62 x 2 x 8 x 128 x 2
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_family_bytes_and_state_match_hand_derivation(registry: Registry, name: str) -> None:
+    per_token, state = FAMILIES[name]
+    model = registry.model(name)
+    assert kv_bytes_per_token(model, "bf16") == per_token
+    assert state_bytes(model) == state
+
+
 @pytest.mark.parametrize("name", sorted(B3))
 def test_bf16_bytes_per_token_match_b3(registry: Registry, name: str) -> None:
     expected, _derivation = B3[name]
@@ -68,8 +110,8 @@ def test_bf16_bytes_per_token_match_hand_derivation(registry: Registry, name: st
 
 
 def test_every_registry_model_is_checked(registry: Registry) -> None:
-    assert not set(B3) & set(HAND)
-    assert set(registry.names("model")) == set(B3) | set(HAND)
+    assert not set(B3) & set(HAND) and not set(FAMILIES) & (set(B3) | set(HAND))
+    assert set(registry.names("model")) == set(B3) | set(HAND) | set(FAMILIES)
 
 
 @pytest.mark.parametrize(("dtype", "factor"), [("fp16", 1.0), ("fp8", 0.5), ("int8", 0.5),

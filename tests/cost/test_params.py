@@ -50,6 +50,23 @@ TOTALS = [
     # embedding and head (+6.3M). Ours: 7.242B (v0.1 shape), 7.248B (v0.3).
     ("mistral-7b-v0.3", 7.3e9, 0.01),
     ("gpt-oss-20b", 20.9e9, 0.01),  # ours 20.908B; model card 20.91B
+    # Models with layer kinds (issue 11). Vision-language checkpoints' counts include their
+    # vision encoders, which kvroof leaves out; where that is over 1% it is said.
+    ("qwen3-next-80b-a3b", 80e9, 0.01),  # ours 79.67B
+    ("qwen3.5-27b", 27e9, 0.01),  # ours 26.90B (text model)
+    ("qwen3.5-35b-a3b", 35e9, 0.01),  # ours 34.66B (text model)
+    ("qwen3.5-122b-a10b", 122e9, 0.01),  # ours 122.11B
+    ("qwen3.5-397b-a17b", 397e9, 0.01),  # ours 396.35B
+    ("llama-4-maverick-17b-128e", 400e9, 0.01),  # ours 400.71B; Meta "~400B"
+    # Meta's ~109B includes Scout's vision encoder (with the projector about 1B, not counted here):
+    # ours 107.77B is 1.1% below.
+    ("llama-4-scout-17b-16e", 109e9, 0.015),
+    ("gemma-3-27b", 27e9, 0.01),  # ours 27.01B (the 0.4B SigLIP encoder left out)
+    ("minimax-m2.5", 229.9e9, 0.01),  # ours 228.69B
+    ("qwen3-coder-480b-a35b", 480e9, 0.01),  # ours 480.15B
+    # Moonshot's "48B" is the name's figure: ours 49.12B (26 MoE layers x 256 experts x 3 x 2304
+    # x 1024 = 47.1B of experts alone) is 2.3% above; the config admits no smaller count.
+    ("kimi-linear-48b-a3b", 48e9, 0.025),
 ]
 
 # (model, published total, unit of the last printed digit) -- publishers that print one or two
@@ -81,8 +98,39 @@ def test_total_rounds_to_published(
     assert model.published is not None and model.published.total == published
 
 
+# Published totals that count weights kvroof leaves out, checked with those weights added.
+def test_deepseek_v32_total_with_mtp(registry: Registry) -> None:
+    """685B (transformers model_doc/deepseek_v32) is the checkpoint with its MTP module, 14B by
+    DeepSeek-V3's README; the main model is V3's plus the indexers, whose parameters per layer are
+    1536 x 64 x 128 (wq_b) + 7168 x 128 (wk) + 7168 x 64 (weights_proj) + 128 (k_norm) =
+    13,959,296, 851,517,056 over 61 layers."""
+    v32, v3 = param_counts(registry.model("deepseek-v3.2")), param_counts(registry.model(
+        "deepseek-v3"))
+    assert v32.total - v3.total == 61 * (1536 * 64 * 128 + 7168 * 128 + 7168 * 64 + 128)
+    assert rel(v32.total + 14e9, 685e9) < 0.01
+
+
+def test_glm47_total_with_mtp(registry: Registry) -> None:
+    """NVIDIA's 358B for GLM-4.7 is the checkpoint with its MTP layer (num_nextn_predict_layers
+    1): one more MoE decoder layer and its 2 x hidden^2 input projection (eh_proj)."""
+    model = registry.model("glm-4.7")
+    with_mtp = param_counts(model.model_copy(update={"num_layers": 93})).total
+    assert rel(with_mtp + 2 * model.hidden_size ** 2, 358e9) < 0.005
+
+
+def test_gemma_4_e2b_effective_parameters(registry: Registry) -> None:
+    """Google counts E2B as 2.3B "effective" parameters: all but the per-layer input table,
+    which is looked up, not multiplied (5.1B "with embeddings" also counts the vision and audio
+    encoders, which kvroof leaves out). Ours, 2.28B, prints as 2.3B."""
+    counts = param_counts(registry.model("gemma-4-e2b"))
+    assert counts.per_layer_embedding == 262_144 * 35 * 256  # vocab x layers x width
+    assert abs(counts.without_per_layer_embedding - 2.3e9) <= 0.05e9
+    assert counts.total < 5.1e9
+
+
 def test_every_registry_model_total_is_checked(registry: Registry) -> None:
-    checked = [name for name, *_ in TOTALS] + [name for name, *_ in ROUNDED]
+    checked = [name for name, *_ in TOTALS] + [name for name, *_ in ROUNDED] + [
+        "deepseek-v3.2", "glm-4.7", "gemma-4-e2b"]
     assert len(checked) == len(set(checked))
     assert set(checked) == set(registry.names("model"))
 
@@ -216,3 +264,41 @@ def test_tiny_moe_by_hand() -> None:
                  dense_intermediate_size=6)
     counts = param_counts(tiny(ffn))
     assert (counts.total, counts.active) == (1168, 1024)
+
+
+@pytest.mark.parametrize(
+    ("name", "published", "unit", "how"),
+    [
+        # One significant figure ("A3B", "A10B", "A17B", "A35B" in the names) where the
+        # publishers leave the embedding out, as for Qwen3 (the check: ours rounds to it).
+        ("qwen3.5-35b-a3b", 3e9, 1e9, "without embedding"),  # ours 2.95B
+        ("qwen3.5-122b-a10b", 10e9, 1e9, "with embedding"),  # ours 9.77B
+        ("qwen3.5-397b-a17b", 17e9, 1e9, "with embedding"),  # ours 17.35B
+        ("qwen3-coder-480b-a35b", 35e9, 1e9, "with embedding"),  # ours 35.47B
+        ("llama-4-scout-17b-16e", 17e9, 1e9, "with embedding"),  # ours 17.17B
+        ("llama-4-maverick-17b-128e", 17e9, 1e9, "with embedding"),  # ours 17.18B
+        ("kimi-linear-48b-a3b", 3e9, 1e9, "without embedding"),  # ours 3.11B (3.48B with it)
+        # Qwen3-Next's "3B active" and MiniMax's 9.8B and GLM's 32B leave both the embedding and
+        # the LM head out: ours 3.25B, 9.80B and 32.07B.
+        ("qwen3-next-80b-a3b", 3e9, 1e9, "without embedding and head"),
+        ("minimax-m2.5", 9.8e9, 0.1e9, "without embedding and head"),
+        ("glm-4.7", 32e9, 1e9, "without embedding and head"),
+    ],
+)
+def test_family_active_rounds_to_published(
+    registry: Registry, name: str, published: float, unit: float, how: str
+) -> None:
+    counts = param_counts(registry.model(name))
+    ours = {"with embedding": counts.active,
+            "without embedding": counts.active_without_embedding,
+            "without embedding and head": counts.active - counts.embedding - counts.lm_head}[how]
+    assert abs(ours - published) <= unit / 2, how
+
+
+def test_deepseek_v32_active_is_v3_plus_indexers(registry: Registry) -> None:
+    """DeepSeek gives V3.2 no active count of its own; its 37B is V3's, and every token also
+    passes through the 61 indexers (851,517,056 parameters, derived in
+    test_deepseek_v32_total_with_mtp)."""
+    v32, v3 = param_counts(registry.model("deepseek-v3.2")), param_counts(registry.model(
+        "deepseek-v3"))
+    assert v32.active - v3.active == 851_517_056

@@ -44,10 +44,12 @@ def labels_have_units(fig: Figure) -> None:
 
 def test_roofline_kappa_lines_at_computed_values() -> None:
     hardware = [("h100-sxm", "pcie-gen4-x16"), ("b200", "pcie-gen5-x16")]
-    fig = offload_roofline_figure(["qwen3-235b-a22b"], hardware, new_tokens=128, registry=REG)
+    fig = offload_roofline_figure(["qwen3-235b-a22b"], hardware, new_tokens=128, registry=REG,
+                                  tp=8)  # 470 GB of bf16 weights: one 80 GB GPU cannot hold them
     assert isinstance(fig, Figure)
     for accelerator, link in hardware:
-        dep = deployment("qwen3-235b-a22b", accelerator=accelerator, link=link, registry=REG)
+        dep = deployment("qwen3-235b-a22b", accelerator=accelerator, link=link, registry=REG,
+                         tp=8)
         expected = float(kappa_crit(dep, 128).kappa_crit)
         (line,) = by_gid(fig, f"kappa-crit:{accelerator}+{link}")
         assert line.get_xdata()[0] == pytest.approx(expected)  # type: ignore[attr-defined]
@@ -70,10 +72,25 @@ def test_roofline_paper_mode_and_tokens() -> None:
 
 
 def test_roofline_never_transfer_bound_has_no_line() -> None:
-    fig = offload_roofline_figure(["deepseek-v3"], [("h100-sxm", "pcie-gen5-x16")],
-                                  registry=REG)
-    assert not by_gid(fig, "kappa-crit:")  # expanded MLA on one H100: never transfer-bound
+    # a link of 1 PB/s without per-copy latency: attention over the cached tokens (compute
+    # growing with K) always outlasts their load
+    fig = offload_roofline_figure(["qwen3-8b"], [("h100-sxm", "pcie-gen5-x16")],
+                                  registry=REG, bandwidth=1e15, latency=0.0)
+    assert not by_gid(fig, "kappa-crit:")
     assert "never" in fig.axes[0].get_legend().get_texts()[0].get_text()
+
+
+def test_roofline_leaves_out_what_does_not_fit() -> None:
+    """DeepSeek-V3's 671 GB of FP8 weights on one 80 GB H100: a legend entry, no curve (the
+    report's caption says so); paper mode, a formula, draws it."""
+    hardware = [("h100-sxm", "pcie-gen5-x16")]
+    fig = offload_roofline_figure(["deepseek-v3"], hardware, registry=REG)
+    (entry,) = by_gid(fig, "does-not-fit:h100-sxm+pcie-gen5-x16")
+    assert len(entry.get_xdata()) == 0  # type: ignore[attr-defined]
+    assert not by_gid(fig, "kappa-crit:")
+    assert "does not fit" in fig.axes[0].get_legend().get_texts()[0].get_text()
+    paper = offload_roofline_figure(["deepseek-v3"], hardware, mode="paper", registry=REG)
+    assert by_gid(paper, "kappa-crit:") and not by_gid(paper, "does-not-fit:")
 
 
 def test_ceilings_roofs() -> None:
@@ -216,6 +233,27 @@ def test_overhead_sorts_its_axes() -> None:
     assert labels == [t.get_text() for t in b.axes[0].get_xticklabels()] == ["1K", "8K", "64K"]
 
 
+def test_families_figure_curves_are_the_librarys() -> None:
+    from kvroof.analysis.families import FAMILIES
+    from kvroof.cost.timing import compute_time
+    from kvroof.cost.transfer import transfer_time
+    from kvroof.plot import families_figure
+
+    families = FAMILIES[2:5]  # sliding, chunked, linear
+    deps = [deployment(f.model, system="dgx-h100", tp=8, registry=REG) for f in families]
+    gemma = deployment(families[0].model, system="gh200", registry=REG)
+    fig = families_figure(families, deps, [gemma, None, None], new_tokens=128)
+    kappa_lines = by_gid(fig, "kappa:")
+    assert len(kappa_lines) == 4  # three on dgx-h100, Gemma 3 also on one GH200
+    line = next(a for a in kappa_lines if "llama-4" in a.get_gid())  # type: ignore[attr-defined]
+    t, values = line.get_data()  # type: ignore[attr-defined]
+    np.testing.assert_allclose(values, kappa_crit(deps[1], t).kappa_crit)
+    ratio = next(a for a in by_gid(fig, "ratio:") if "qwen3-next" in a.get_gid())  # type: ignore[attr-defined]
+    k, shown = ratio.get_data()  # type: ignore[attr-defined]
+    np.testing.assert_allclose(shown, np.asarray(transfer_time(deps[2], k, 128))
+                               / np.asarray(compute_time(deps[2], 128, k)))
+
+
 def test_validation_points_sit_at_measured_and_predicted() -> None:
     from kvroof.plot import validation_figure
     from kvroof.validation.run import validate
@@ -230,3 +268,27 @@ def test_validation_points_sit_at_measured_and_predicted() -> None:
         assert x == pytest.approx(item.case.measured * scale)
         assert y == pytest.approx((item.after.value or 0.0) * scale)
     labels_have_units(fig)
+
+
+@pytest.mark.parametrize(
+    ("value", "label"),
+    [(1.0, "1"), (10.0, "10"), (100.0, "10²"), (1e-2, "10⁻²"), (1e12, "10¹²"), (50.0, "50"),
+     (2e3, "2000"), (0.5, "0.5"), (2e5, "2×10⁵"), (3.2e-5, "3.2×10⁻⁵"), (0.0, ""),
+     (float("nan"), "")],
+)
+def test_log_tick_labels_are_plain_text(value: float, label: str) -> None:
+    """Log-axis labels without mathtext: the same numbers matplotlib's default writes as
+    $10^{2}$ or $2\\times10^{5}$, as Unicode text."""
+    from kvroof.plot.style import log_tick_label
+
+    assert log_tick_label(value) == label
+
+
+def test_saved_log_axes_use_plain_labels(tmp_path: Path) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    fig = offload_roofline_figure(["qwen3-8b"], [("h100-sxm", "pcie-gen5-x16")], registry=REG)
+    save_figure(fig, tmp_path / "r.png")
+    assert isinstance(fig.axes[0].xaxis.get_major_formatter(), FuncFormatter)
+    labels = [t.get_text() for t in fig.axes[0].xaxis.get_ticklabels()]
+    assert "10³" in labels and not any("$" in text for text in labels)

@@ -266,3 +266,69 @@ def test_bad_link_directions(tmp_path: Path) -> None:
 def test_bad_weight_format(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD_MODEL.replace("published:", "weights: {dtype: fp6}\npublished:"))
     expect_error(path, "weights.dtype", "fp6")
+
+
+LAYERED_MODEL = """\
+spec: model
+name: tiny-hybrid
+num_layers: 4
+hidden_size: 64
+vocab_size: 1000
+attention: {kind: gqa, num_heads: 8, num_kv_heads: 2, head_dim: 16}
+ffn: {kind: dense, intermediate_size: 128}
+layers:
+  kinds:
+    lin: {kind: linear, variant: gated-deltanet, num_key_heads: 2, num_value_heads: 4,
+          key_head_dim: 16, value_head_dim: 16, conv_kernel: 4}
+  pattern: [{repeat: [lin, lin, lin, full], layers: 4}]
+sources: {default: written for this test}
+"""
+
+
+def test_layered_model_loads(tmp_path: Path) -> None:
+    spec = load_spec_file(write(tmp_path, LAYERED_MODEL))
+    assert [name for name, _ in spec.layer_kinds] == ["lin", "lin", "lin", "full"]
+
+
+@pytest.mark.parametrize(("old", "new", "field", "fragment"), [
+    # a pattern whose length differs from the layer count (compact or explicit)
+    ("layers: 4}]", "layers: 5}]", "layers.pattern", "covers 5 layers, but num_layers is 4"),
+    ("[{repeat: [lin, lin, lin, full], layers: 4}]", "[lin, lin, full]", "layers.pattern",
+     "covers 3 layers"),
+    # an unknown layer kind: a name nothing defines, or a kind kvroof does not know
+    ("[lin, lin, lin, full]", "[lin, lni, lin, full]", "layers.pattern[0]",
+     "unknown layer kind 'lni'"),
+    ("{kind: linear,", "{kind: linar,", "layers.kinds.lin", "'linar'"),
+    # a state size that is not positive
+    ("num_value_heads: 4", "num_value_heads: 0", "layers.kinds.lin.num_value_heads",
+     "greater than 0"),
+    ("key_head_dim: 16,", "key_head_dim: -16,", "layers.kinds.lin.key_head_dim",
+     "greater than 0"),
+    ("conv_kernel: 4}", "conv_kernel: 4, state_dtype: fp64}", "layers.kinds.lin.state_dtype",
+     "'fp64'"),
+    ("num_value_heads: 4", "num_value_heads: 3", "layers.kinds.lin",
+     "not a multiple of num_key_heads"),
+    # a shared layer's source must exist and keep KV; a sparse layer needs MLA
+    ("    lin: {", "    sh: {kind: shared, source: 9}\n    lin: {", "layers.kinds.sh.source",
+     "layer 9 does not exist"),
+    ("ffn: {kind: dense, intermediate_size: 128}",
+     "ffn: {kind: dense, intermediate_size: 128}\nsliding_window: {size: 4}", "layers",
+     "not both"),
+])
+def test_bad_layers(tmp_path: Path, old: str, new: str, field: str, fragment: str) -> None:
+    assert old in LAYERED_MODEL
+    expect_error(write(tmp_path, LAYERED_MODEL.replace(old, new)), field, fragment)
+
+
+def test_shared_source_must_keep_kv(tmp_path: Path) -> None:
+    text = LAYERED_MODEL.replace("    lin: {", "    sh: {kind: shared, source: 0}\n    lin: {")
+    text = text.replace("[lin, lin, lin, full]", "[lin, sh, lin, full]")
+    expect_error(write(tmp_path, text), "layers.kinds.sh.source", "a linear layer")
+
+
+def test_sparse_layer_needs_mla(tmp_path: Path) -> None:
+    text = LAYERED_MODEL.replace(
+        "    lin: {", "    ds: {kind: sparse, indexer: {num_heads: 4, head_dim: 8, topk: 16}}\n"
+                     "    lin: {")
+    text = text.replace("[lin, lin, lin, full]", "[lin, ds, lin, full]")
+    expect_error(write(tmp_path, text), "layers.kinds.ds", "attention is not mla")

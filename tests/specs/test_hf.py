@@ -34,6 +34,7 @@ def test_import_equals_registry_spec(registry: Registry, path: Path) -> None:
         imported = model_from_hf_config(path, name=path.stem)
     assert imported.architecture() == registry.model(path.stem).architecture()
     config = json.loads(path.read_text())
+    config = config.get("text_config", config)  # a vision-language wrapper's text model
     if "head_dim" not in config and "kv_lora_rank" not in config:
         # Llama-3.1/Llama-2, Mistral-7B, Mixtral and Qwen2.5 configs leave head_dim out; the
         # import says it used the default.
@@ -202,3 +203,55 @@ def test_bad_quantization_config(change: dict[str, Any], field: str, fragment: s
     with pytest.raises(SpecError) as info:
         model_from_hf_config({**load("llama-3.1-8b"), **change})
     assert info.value.field == field and fragment in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "change", "field", "fragment"), [
+    ("qwen3-next-80b-a3b", {"layer_types": ["full_attention"] * 47}, "layer_types",
+     "expected a list of 48 layer types"),
+    ("qwen3-next-80b-a3b", {"layer_types": ["linear_attention"] * 47 + ["mamba"]},
+     "layer_types", "unknown layer type 'mamba'"),
+    ("qwen3-next-80b-a3b", {"linear_num_value_heads": None}, "linear_num_value_heads",
+     "missing field"),
+    ("qwen3-next-80b-a3b", {"mamba_ssm_dtype": "float64"}, "mamba_ssm_dtype",
+     "unsupported dtype"),
+    ("kimi-linear-48b-a3b", {"linear_attn_config": {"full_attn_layers": [1], "kda_layers": [2],
+                                                    "num_heads": 32, "head_dim": 128,
+                                                    "short_conv_kernel_size": 4}},
+     "linear_attn_config", "must number the 27 layers from 1"),
+    ("deepseek-v3.2", {"index_topk": None}, "index_topk", "missing field"),
+])
+def test_bad_layer_kind_configs(tmp_path: Path, name: str, change: dict[str, Any], field: str,
+                                fragment: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(load(name) | change))
+    with pytest.raises(SpecError) as info:
+        model_from_hf_config(path)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+    assert info.value.field == field, str(info.value)
+    assert fragment in str(info.value)
+
+
+def test_wrapper_errors_name_the_text_config_field(tmp_path: Path) -> None:
+    config = load("qwen3.5-27b")
+    config["text_config"] = {k: v for k, v in config["text_config"].items()
+                             if k != "linear_conv_kernel_dim"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(SpecError) as info:
+        model_from_hf_config(path)
+    assert info.value.field == "text_config.linear_conv_kernel_dim"
+
+
+def test_layer_kinds_from_class_layouts() -> None:
+    """Where a config leaves the layout to its class: Qwen3-Next's full_attention_interval,
+    Llama 4's NoPE layers, Gemma 3's sliding_window_pattern, Gemma 4's KV sharing."""
+    next_ = model_from_hf_config(load("qwen3-next-80b-a3b"))
+    assert [k.kind for _, k in next_.layer_kinds][:4] == ["linear", "linear", "linear", "full"]
+    scout = model_from_hf_config(load("llama-4-scout-17b-16e"))
+    assert scout.count_kind("chunked") == 36 and scout.count_kind("full") == 12
+    with pytest.warns(SpecWarning, match="vocab_size missing; using 262208"):
+        gemma3 = model_from_hf_config(load("gemma-3-27b"))
+    assert gemma3.count_kind("sliding") == 52 and gemma3.tie_word_embeddings
+    gemma4 = model_from_hf_config(load("gemma-4-e2b"))
+    sources = {getattr(k, "source", None) for _, k in gemma4.layer_kinds[15:]}
+    assert sources == {13, 14} and gemma4.count_kind("shared") == 20

@@ -131,11 +131,11 @@ def test_broken_user_folder_does_not_hide_builtins(tmp_path: Path) -> None:
     assert any("host_link: no link named 'nope'" in p for p in registry.problems)
     assert any("does not exist" in p for p in registry.problems)
     assert "ghost" not in registry.names("accelerator")
-    assert len(registry.names("model")) == 24
+    assert len(registry.names("model")) == 38
 
 
 def test_registry_contents(registry: Registry) -> None:
-    assert len(registry.names("model")) == 24
+    assert len(registry.names("model")) == 38
     assert {"a100-sxm", "a100-sxm-40gb", "a100-pcie", "h100-sxm", "h100-pcie", "h200", "gh200",
             "b200", "gb200", "b300", "gb300", "l40s", "rtx-4090", "rtx-pro-6000-server", "t4",
             "h20", "mi300x", "mi325x", "mi355x", "gaudi3"} <= set(registry.names("accelerator"))

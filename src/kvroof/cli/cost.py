@@ -16,10 +16,11 @@ from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_ar
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
-from kvroof.cost.kv import kv_bytes_per_token
+from kvroof.cost.kv import kv_bytes_per_token, state_bytes
 from kvroof.cost.memory_fit import check_fit, memory_fit
 from kvroof.cost.timing import OVERLAP_MODES, compute_breakdown, reused_tokens, ttft
 from kvroof.cost.transfer import kv_bytes_per_rank
+from kvroof.describe import layer_mix
 from kvroof.errors import KvroofError
 from kvroof.units import Kind, format_quantity
 
@@ -152,6 +153,8 @@ def kappa_report(dep: Deployment, mode: str, new_tokens: float,
         "kappa_model": float(paper.kappa_model),
         "kappa_hw": float(paper.kappa_hw),
         "kv_bytes_per_token": kv_bytes_per_token(dep.model, dep.kv_dtype),
+        "state_bytes_per_request": state_bytes(dep.model),
+        "layers": layer_mix(dep.model),
     }
     if mode == "paper":
         report.update(
@@ -201,7 +204,12 @@ def _memory_text(report: dict[str, Any]) -> str:
 
 def _kappa_text(value: dict[str, Any]) -> str:
     crit = value["kappa_crit"]
-    return "never transfer-bound" if crit is None else f"{crit:.4g}"
+    if crit is None:
+        return "never transfer-bound"
+    if crit == 0:
+        return "0 (transfer-bound from the first cached token: what a load moves whatever K, " \
+               "such as a fixed state, outlasts the compute)"
+    return f"{crit:.4g}"
 
 
 def run_kappa(args: argparse.Namespace) -> None:
@@ -241,7 +249,15 @@ def run_kappa(args: argparse.Namespace) -> None:
     rows += [
         ["kappa_M (2 N_active / B_kv)", f"{report['kappa_model']:.4g} FLOP/B"],
         ["kappa_HW (BW / C)", f"{report['kappa_hw']:.4g} B/FLOP"],
-        ["KV bytes per token", format_quantity(report["kv_bytes_per_token"], Kind.CAPACITY)],
+        ["KV bytes per token", format_quantity(report["kv_bytes_per_token"], Kind.CAPACITY)
+         + (" (layers that keep every token)" if dep.model.has_layer_kinds else "")],
+    ]
+    if dep.model.has_layer_kinds:
+        rows.append(["layers", report["layers"]])
+    if report["state_bytes_per_request"]:
+        rows.append(["fixed state per request",
+                     format_quantity(report["state_bytes_per_request"], Kind.CAPACITY)])
+    rows += [
         ["FLOPs per new token", f"{report['flops_per_token']:.4g} FLOP"],
         ["bandwidth (per GPU)", format_quantity(report["bandwidth"], Kind.BANDWIDTH)],
         ["compute" + (" (TP group)" if args.mode == "full" else ""),

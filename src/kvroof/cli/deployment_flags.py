@@ -18,6 +18,7 @@ from kvroof.cost.deployment import (
 )
 from kvroof.cost.flops import MLA_MODES
 from kvroof.cost.host_memory import LOCALITIES
+from kvroof.cost.kv_terms import LOCAL_KV
 from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.units import Kind, UnitError, parse_quantity
@@ -32,9 +33,11 @@ __all__ = [
 
 
 def add_deployment_flags(
-    parser: argparse.ArgumentParser, *, model_required: bool = True, many_models: bool = False
+    parser: argparse.ArgumentParser, *, model_required: bool = True, many_models: bool = False,
+    tp_default: int = 1, tp_why: str = "",
 ) -> None:
-    """Add --model, --accelerator/--link or --system, and every cost-model setting."""
+    """Add --model, --accelerator/--link or --system, and every cost-model setting
+    (``tp_default``: the default of ``--tp``, ``tp_why`` its reason when not 1)."""
     if many_models:
         parser.add_argument("--model", action="append", default=[],
                             help="model name, alias or HF id (repeatable)")
@@ -51,7 +54,8 @@ def add_deployment_flags(
                            "granularity, per-copy overhead, link share, write-back, prefix-reuse "
                            "block, request overhead, MLA settings and default overlap unless the "
                            "flags below set them (default: none, kvroof's own defaults)")
-    tune.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
+    tune.add_argument("--tp", type=int, default=tp_default,
+                      help=f"tensor-parallel degree (default {tp_default}{tp_why})")
     tune.add_argument("--compute-dtype", default="bf16", choices=sorted(DTYPE_BYTES),
                       help="dtype whose dense peak sets compute (default bf16)")
     tune.add_argument("--kv-dtype", default="bf16", choices=sorted(DTYPE_BYTES),
@@ -108,6 +112,15 @@ def add_deployment_flags(
                       help="how an MLA latent reaches the TP ranks: every rank loads it (vLLM, "
                            "SGLang), rank 0 loads and broadcasts (LMCache), or each loads a "
                            "shard and all-gathers (default every-rank)")
+    tune.add_argument("--local-kv", default="held", choices=LOCAL_KV,
+                      help="what sliding-window and chunked layers keep and load: held (the "
+                           "last W tokens, or the current chunk, as vLLM's hybrid KV cache "
+                           "manager keeps them) or all (every cached token, as an engine that "
+                           "allocates every layer like a full-attention one) (default held)")
+    tune.add_argument("--sparse-load", default="all", metavar="all|SHARE",
+                      help="what a DeepSeek Sparse Attention layer loads: all (today's engines) "
+                           "or the share of its cached latents the indexer selects, in (0, 1] "
+                           "(a what-if; the indexer keys are loaded whole) (default all)")
     tune.add_argument("--write-back", action=argparse.BooleanOptionalAction, default=None,
                       help="save the new tokens' KV to host memory in the same step, sharing "
                            "the link (default on, or the engine's)")
@@ -145,6 +158,16 @@ def _tiers(values: list[str]) -> dict[str, float]:
         if not sep or not name:
             raise KvroofError(f"--tier: expected NAME=FRACTION, got {short_repr(value)}")
     return tiers
+
+
+def _sparse_load(text: str) -> str | float:
+    if text == "all":
+        return "all"
+    try:
+        return float(text)
+    except ValueError:
+        raise KvroofError(f"--sparse-load: expected all or a share in (0, 1], got "
+                          f"{short_repr(text)}") from None
 
 
 def _granularity(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -198,6 +221,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "allreduce": args.allreduce,
         "mla_tp_load": args.mla_tp_load,
         "write_back": args.write_back,
+        "local_kv": args.local_kv,
+        "sparse_load": _sparse_load(args.sparse_load),
         "iteration_tokens": args.iteration_tokens,
         "memory_utilization": args.memory_utilization,
         "kv_reserve_tokens": args.kv_reserve_tokens,
@@ -227,7 +252,8 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "kv_reserve_tokens": "--kv-reserve-tokens",
                "reuse_block_tokens": "--reuse-block-tokens",
                "request_overhead": "--request-overhead", "block_tokens": "--block-tokens",
-               "layout": "--copy-layout"}
+               "layout": "--copy-layout", "local_kv": "--local-kv",
+               "sparse_load": "--sparse-load"}
 
 
 def flag_error(error: KvroofError) -> KvroofError:

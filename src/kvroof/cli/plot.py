@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,8 @@ from kvroof.errors import KvroofError, short_repr
 
 __all__ = ["register"]
 
-KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown", "validation")
+KINDS = ("roofline", "ceilings", "kappa-vs-t", "overhead", "what-if", "breakdown",
+         "families", "validation")
 
 
 def _items(flag: str, text: str, what: str) -> list[str]:
@@ -65,7 +67,11 @@ def register(commands: Any) -> None:
 
     def figure_parser(name: str, help_text: str) -> argparse.ArgumentParser:
         parser: argparse.ArgumentParser = kinds.add_parser(name, help=help_text)
-        add_deployment_flags(parser, many_models=True)
+        if name == "roofline":  # its default models need 8 GPUs' memory, as in the report
+            add_deployment_flags(parser, many_models=True, tp_default=8,
+                                 tp_why=": the default models' weights need 8 GPUs")
+        else:
+            add_deployment_flags(parser, many_models=True)
         parser.add_argument("-o", "--output", required=True, metavar="FILE",
                             help="output file: .png, .svg or .pdf")
         parser.set_defaults(handler=run_plot)
@@ -103,6 +109,14 @@ def register(commands: Any) -> None:
     what_if = figure_parser("what-if", "kappa_crit against link bandwidth and KV format")
     what_if.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
 
+    families = figure_parser("families", "kappa_crit by attention family, against T and K, "
+                                         "with bytes and FLOPs per cached token by layer kind")
+    families.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+    families.add_argument("--cached-tokens", type=float, default=32_000.0, metavar="K",
+                          help="the prefix whose bytes and FLOPs the bars split (default 32000)")
+    families.add_argument("--other-system", default=None, metavar="SYSTEM",
+                          help="a second placement drawn dashed (TP 1), e.g. gh200")
+
     validation = kinds.add_parser(
         "validation", help="predicted against measured for every validation case")
     validation.add_argument("--mode", choices=("before", "after", "held_out"), default="after",
@@ -138,6 +152,35 @@ def _output(args: argparse.Namespace) -> Path:
     return path
 
 
+def _families(args: argparse.Namespace) -> Any:
+    """One model per family (default: the report's); the names are the families' where the
+    model stands for one, else its layer mix."""
+    from kvroof import plot
+    from kvroof.analysis.families import FAMILIES, Family
+    from kvroof.cost.deployment import deployment
+    from kvroof.cost.memory_fit import fit_problem
+    from kvroof.describe import layer_mix
+
+    names = {f.model: f.name for f in FAMILIES}
+    deps = [deployment_from_args(args, model)
+            for model in _models(args, [f.model for f in FAMILIES])]
+    families = [Family(names.get(d.model.name, layer_mix(d.model)), d.model.name) for d in deps]
+    others: list[Deployment | None] = []
+    for dep in deps:
+        other = None
+        if args.other_system is not None:
+            try:
+                other = deployment(dep.model, system=args.other_system,
+                                   registry=registry_from_args(args),
+                                   **(settings_from_args(args) | {"tp": 1}))
+            except KvroofError as error:
+                raise KvroofError(f"--other-system: {error}") from None
+            other = None if fit_problem(other) else other
+        others.append(other)
+    shown: list[Deployment | None] = [None if fit_problem(d) else d for d in deps]
+    return plot.families_figure(families, shown, others, args.new_tokens, args.cached_tokens)
+
+
 def _draw(args: argparse.Namespace) -> Any:
     from kvroof import plot
 
@@ -164,7 +207,7 @@ def _draw(args: argparse.Namespace) -> Any:
             accelerator = registry.accelerator(args.accelerator)
             hardware.append((accelerator.name, args.link or accelerator.host_link))
         try:
-            return plot.offload_roofline_figure(
+            figure = plot.offload_roofline_figure(
                 _models(args, ["qwen3-235b-a22b", "deepseek-v3"]),
                 hardware or plot.roofline.DEFAULT_HARDWARE,
                 mode=args.mode, new_tokens=args.new_tokens, y=args.y,
@@ -173,6 +216,13 @@ def _draw(args: argparse.Namespace) -> Any:
             )
         except KvroofError as error:
             raise flag_error(error) from None
+        left_out = [f"{ax.get_title().split(':')[0]} on {str(artist.get_gid()).split(':', 1)[1]}"
+                    for ax in figure.axes for artist in ax.get_lines()
+                    if str(artist.get_gid()).startswith("does-not-fit:")]
+        if left_out:
+            warnings.warn(f"not drawn, the weights do not fit: {'; '.join(left_out)} "
+                          "(a larger --tp, or --weight-dtype, may fit)", stacklevel=1)
+        return figure
     if args.figure == "ceilings":
         dep = _deployments(args)[0]
         if args.requests is not None:
@@ -211,6 +261,8 @@ def _draw(args: argparse.Namespace) -> Any:
             return plot.what_if_figure(deps, args.new_tokens, registry=registry_from_args(args))
         except KvroofError as error:
             raise flag_error(error) from None
+    if args.figure == "families":
+        return _families(args)
     tps = _int_list("--tps", args.tps)
     try:
         return plot.ttft_breakdown_figure(_deployments(args)[0], args.new_tokens,

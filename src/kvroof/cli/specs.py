@@ -7,7 +7,8 @@ from typing import Any
 
 from kvroof.cli.commands import command_help
 from kvroof.cli.common import print_json, print_table, registry_from_args
-from kvroof.describe import derived_figures, spec_rows, spec_summary
+from kvroof.describe import derived_figures, layer_group_rows, spec_rows, spec_summary
+from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import KINDS, SpecKind
 from kvroof.units import Kind, format_quantity
 
@@ -59,6 +60,8 @@ _DERIVED_UNITS: dict[str, Kind | None] = {
     "kv_bytes_per_token": Kind.CAPACITY,
     "kv_bytes_per_token_per_layer": Kind.CAPACITY,
     "kv_bytes_sliding_per_sequence": Kind.CAPACITY,
+    "kv_bytes_bounded_per_sequence": Kind.CAPACITY,
+    "state_bytes_per_request": Kind.CAPACITY,
 }
 
 
@@ -67,11 +70,13 @@ def run_show(args: argparse.Namespace) -> None:
     entry = registry.entry(args.kind, args.name)
     spec = entry.spec
     derived = derived_figures(spec)
+    groups = layer_group_rows(spec) if isinstance(spec, ModelSpec) else []
     if args.json:
         print_json({
             "kind": args.kind,
             **spec.model_dump(mode="json"),
             **derived,
+            **({"layer_groups": groups} if groups else {}),
             "file": str(entry.path),
         })
         return
@@ -80,6 +85,22 @@ def run_show(args: argparse.Namespace) -> None:
         unit = _DERIVED_UNITS.get(key)
         text = format_quantity(value, unit) if unit else f"{value / 1e9:.3f}B"
         rows.append([f"{key} (derived)", text])
+    for group in groups:
+        per_token = format_quantity(group["kv_bytes_per_token_per_layer"], Kind.CAPACITY)
+        state = group["state_bytes_per_layer"]
+        keeps = f"{per_token}/token, {group['holds']}" if group["kv_bytes_per_token_per_layer"] \
+            else group["holds"]
+        if state:
+            keeps += f"; state {format_quantity(state, Kind.CAPACITY)}/request"
+        flops = f"{group['flops_per_token_per_layer'] / 1e6:.1f} MFLOP/token"
+        if group["flops_per_pair_per_layer"]:
+            flops += (f", {group['flops_per_pair_per_layer'] / 1e3:.1f} kFLOP/pair over "
+                      f"{group['keys_per_query']}")
+        if group["indexer_flops_per_pair_per_layer"]:
+            flops += (f", indexer {group['indexer_flops_per_pair_per_layer'] / 1e3:.1f} "
+                      "kFLOP/pair over every earlier key")
+        rows.append([f"layer group {group['group']} (derived)",
+                     f"{group['layers']} x {group['kind']}: keeps {keeps}; {flops} (per layer)"])
     rows += [[f"source: {field}", source] for field, source in spec.sources.items()]
     rows.append(["file", str(entry.path)])
     print_table(rows)

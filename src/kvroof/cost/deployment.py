@@ -67,13 +67,15 @@ from kvroof.cost.checks import (
 )
 from kvroof.cost.copy_size import engine_link_share, engine_settings
 from kvroof.cost.flops import MLA_MODES, MlaMode
+from kvroof.cost.groups import layer_groups, tp_problem
 from kvroof.cost.host_memory import LOCALITIES, Locality, dram_share_per_gpu
+from kvroof.cost.kv_terms import LOCAL_KV, KvTerms, LocalKv, copy_terms, evaluate
 from kvroof.cost.weights import WeightBytes, weight_bytes_per_rank
 from kvroof.errors import KvroofError, short_repr
 from kvroof.specs.base import DTYPE_BYTES
 from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Calibration, Link, System
-from kvroof.specs.model import GQAAttention, ModelSpec
+from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import Registry, default_registry
 
 if TYPE_CHECKING:
@@ -85,6 +87,7 @@ __all__ = [
     "Deployment",
     "Granularity",
     "MlaTpLoad",
+    "SparseLoad",
     "deployment",
 ]
 
@@ -92,6 +95,7 @@ BandwidthSource = Literal["peak", "sustained", "calibrated"]
 BANDWIDTH_SOURCES: tuple[BandwidthSource, ...] = ("peak", "sustained", "calibrated")
 CopyLayout = Literal["per-layer", "per-layer-kv", "per-block"]
 COPY_LAYOUTS: tuple[CopyLayout, ...] = ("per-layer", "per-layer-kv", "per-block")
+SparseLoad = Literal["all"] | float
 MlaTpLoad = Literal["every-rank", "rank0-broadcast", "shard-allgather"]
 MLA_TP_LOADS: tuple[MlaTpLoad, ...] = ("every-rank", "rank0-broadcast", "shard-allgather")
 DEFAULT_MEMORY_UTILIZATION = 0.9
@@ -133,35 +137,28 @@ class Granularity:
             )
 
     def copies_per_block(self, model: ModelSpec) -> int:
-        """Copies needed to move one block of every layer."""
+        """Copies needed to move one block of every layer that keeps KV (a layer reusing
+        another's KV keeps none)."""
         if self.layout == "per-block":
             return 1
-        tensors = 2 if self.layout == "per-layer-kv" and isinstance(model.attention,
-                                                                      GQAAttention) else 1
-        return model.num_layers * tensors
+        return sum(g.count * (g.tensors if self.layout == "per-layer-kv" else 1)
+                   for g in layer_groups(model) if g.holds != "none" or g.state_bytes)
 
-    def copy_terms(self, model: ModelSpec) -> tuple[float, float, float]:
-        """``(per token of full-attention history, per token of sliding-window history, per
-        request)``: the number of copies for ``K`` tokens is ``a x K + b x min(K, W) + c``
-        (``c`` only when a request moves as one block, for ``K > 0``)."""
-        copies = float(self.copies_per_block(model))
-        if self.block_tokens is None:
-            return 0.0, 0.0, copies
-        if model.sliding_window is None or self.layout == "per-block":
-            return copies / self.block_tokens, 0.0, 0.0
-        per_layer = copies / model.num_layers / self.block_tokens
-        return per_layer * model.num_full_layers, per_layer * model.num_sliding_layers, 0.0
+    def copy_terms(self, model: ModelSpec, local_kv: str = "held",
+                   sparse_share: float = 1.0) -> KvTerms:
+        """The copies for ``K`` tokens as :class:`~kvroof.cost.kv_terms.KvTerms`: per token of
+        the layers that keep every token, per token of each window and chunk, and per request
+        (a linear layer's state, or a request moved as one block)."""
+        return copy_terms(layer_groups(model), self.block_tokens, self.layout, local_kv,
+                          sparse_share)
 
     def transfers(self, model: ModelSpec, cached_tokens: ArrayLike) -> Any:
         """Number of copies (amortized) to move ``cached_tokens`` tokens. A sliding-window
-        layer holds at most ``W`` tokens, so it needs only the blocks of those."""
+        layer holds at most ``W`` tokens, so it needs only the blocks of those (a chunked layer
+        those of its current chunk)."""
         k = token_count("cached_tokens", cached_tokens)
-        full, window, whole = self.copy_terms(model)
-        copies = full * k + whole * (k > 0)
-        if window:
-            assert model.sliding_window is not None
-            copies = copies + window * np.minimum(k, model.sliding_window.size)
-        return scalar_or_array(np.asarray(copies, dtype=np.float64))
+        return scalar_or_array(np.asarray(evaluate(self.copy_terms(model), k),
+                                          dtype=np.float64))
 
 
 @dataclass(frozen=True)
@@ -197,6 +194,8 @@ class Deployment:
     allreduce: bool = True
     mla_tp_load: MlaTpLoad = "every-rank"
     write_back: bool = True
+    local_kv: LocalKv = "held"
+    sparse_load: SparseLoad = "all"
     iteration_tokens: ArrayLike | None = None
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     kv_reserve_tokens: float = DEFAULT_KV_RESERVE_TOKENS
@@ -225,6 +224,10 @@ class Deployment:
         if self.mla_tp_load not in MLA_TP_LOADS:
             raise KvroofError(f"mla_tp_load: expected one of {', '.join(MLA_TP_LOADS)}, got "
                               f"{self.mla_tp_load!r}")
+        if self.local_kv not in LOCAL_KV:
+            raise KvroofError(f"local_kv: expected one of {', '.join(LOCAL_KV)}, got "
+                              f"{self.local_kv!r}")
+        self.sparse_share  # noqa: B018 -- fail early on a bad sparse_load
         if self.iteration_tokens is not None:
             token_count("iteration_tokens", self.iteration_tokens, at_least_one=True)
         if not (isinstance(self.memory_utilization, int | float)
@@ -298,16 +301,9 @@ class Deployment:
         self.host_dram_share  # noqa: B018 -- fail early on a NUMA setting the host cannot give
 
     def _check_tp_divides_heads(self) -> None:
-        att = self.model.attention
-        heads = att.num_heads
-        if heads % self.tp:
-            raise KvroofError(f"tp: {self.tp} does not divide the {heads} attention heads of "
-                              f"{self.model.name}")
-        if isinstance(att, GQAAttention):
-            kv = att.num_kv_heads
-            if kv % self.tp and self.tp % kv:
-                raise KvroofError(f"tp: {self.tp} neither divides nor is a multiple of the {kv} "
-                                  f"KV heads of {self.model.name}")
+        problem = tp_problem(self.model, self.tp)
+        if problem:
+            raise KvroofError(f"tp: {problem}")
 
     def _check_tiers(self) -> None:
         if not self.tier_fractions:
@@ -447,6 +443,20 @@ class Deployment:
     def weight_bytes(self) -> WeightBytes:
         """Weight bytes one TP rank stores, by part (:mod:`kvroof.cost.weights`)."""
         return weight_bytes_per_rank(self.model, self.tp, self.weight_dtype)
+
+    @property
+    def sparse_share(self) -> float:
+        """Share of a sparse (DSA) layer's cached latents a load brings back: 1 for
+        ``sparse_load`` ``all`` (today's engines load every block), else the selected share
+        (a what-if: only the blocks the indexer selects; its keys are loaded whole)."""
+        value = self.sparse_load
+        if value == "all":
+            return 1.0
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0.0 < float(value) <= 1.0:
+            raise KvroofError(f"sparse_load: expected 'all' or a share in (0, 1], got "
+                              f"{value!r}")
+        return float(value)
 
     @property
     def loads_on_first_rank_only(self) -> bool:

@@ -14,17 +14,27 @@ link with :func:`kvroof.cost.transfer.transfer_breakdown`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import token_count
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.flops import decode_flops_sum, flop_terms, prefill_flops, prefill_flops_total
-from kvroof.cost.terms import kv_bytes_of, roofline, transfer_parts
+from kvroof.cost.flops import (
+    capped_positions,
+    decode_flops,
+    decode_flops_sum,
+    flop_terms,
+    prefill_flops,
+    prefill_flops_total,
+)
+from kvroof.cost.terms import kv_read, roofline, transfer_parts
 from kvroof.cost.timing import ComputeBreakdown, roofline_breakdown
-from kvroof.cost.transfer import kv_bytes_per_rank
 from kvroof.errors import KvroofError
+
+if TYPE_CHECKING:
+    from kvroof.cost.terms import CostTerms
 
 __all__ = ["IterationCost", "IterationModel", "iteration_cost"]
 
@@ -76,10 +86,10 @@ def iteration_cost(
                 raise KvroofError(f"prefill_final: expected {t.size} flags, got {final.size}")
             per_chunk = per_chunk - np.where(final, 0.0, np.asarray(parts.lm_head))
         flops += float(per_chunk.sum())
-        kv += float(np.asarray(kv_bytes_per_rank(dep, k + t)).sum())
+        kv += float(np.asarray(kv_read(dep.terms, k, t)).sum())
     if d.size:
-        flops += float(np.asarray(prefill_flops(dep.model, 1.0, d, "absorbed").total).sum())
-        kv += float(np.asarray(kv_bytes_per_rank(dep, d + 1.0)).sum())
+        flops += float(np.asarray(decode_flops(dep.model, d)).sum())
+        kv += float(np.asarray(kv_read(dep.terms, d, 1.0)).sum())
     total = float(t.sum()) + d.size
     if total == 0:
         raise KvroofError("iteration_cost: an iteration needs at least one token")
@@ -94,16 +104,43 @@ class IterationModel:
     Accumulate an iteration's FLOPs and KV reads with :meth:`prefill_chunk` and
     :meth:`decode_batch`, then :meth:`time` it; :meth:`load_time` and :meth:`save_time` give one
     request's host-link seconds (host-to-device load of its cached tokens, device-to-host save
-    of its new tokens' KV). Inputs are token counts the caller keeps valid (non-negative)."""
+    of its new tokens' KV). Inputs are token counts the caller keeps valid (non-negative).
 
-    __slots__ = ("_decode", "_lm_head", "_rank", "_terms", "window")
+    A decode in a window or chunk layer (or a sparse layer's top-k) scores a number of keys
+    that is not linear in its context; :attr:`caps` lists those rules, and
+    :meth:`decode_batch` takes one sum per rule (:meth:`capped_sums` computes them from the
+    contexts). :attr:`window` is the window when there is exactly one window rule and nothing
+    else is capped."""
+
+    __slots__ = ("_decode", "_lm_head", "_read", "_terms", "caps", "window")
 
     def __init__(self, dep: Deployment) -> None:
         self._terms = dep.terms
-        self._decode = flop_terms(dep.model, "absorbed")  # decodes run absorbed (vLLM, SGLang)
+        # decodes run absorbed (vLLM, SGLang) and linear layers take their recurrent step
+        self._decode = flop_terms(dep.model, "absorbed", decode=True, replicated=float(dep.tp))
         self._lm_head = self._terms.flops.lm_head
-        self._rank = self._terms.rank_share
-        self.window: float | None = self._terms.window
+        self._read = self._decode_reads(self._terms)
+        self.caps: tuple[tuple[str, float], ...] = tuple(
+            (rule, span) for rule, span, _ in self._decode.caps)
+        self.window: float | None = self.caps[0][1] if (
+            len(self.caps) == 1 and self.caps[0][0] == "window") else None
+
+    def _decode_reads(self, terms: CostTerms) -> tuple[float, tuple[float, ...], float]:
+        """(bytes per context position, bytes per capped key for each rule of ``caps``, fixed
+        bytes per decode) one rank reads for a decode."""
+        read = terms.read
+        per_rule = {("window", span): b for span, b in read.windows}
+        per_rule.update({("window", span): per_rule.get(("window", span), 0.0) + b
+                         for span, b in read.caps})
+        per_rule.update({("chunk", span): b for span, b in read.chunks})
+        return read.per_token, tuple(per_rule.get((rule, span), 0.0)
+                                     for rule, span, _ in self._decode.caps), read.fixed
+
+    def capped_sums(self, contexts: Any) -> tuple[float, ...]:
+        """For decodes on ``contexts`` cached tokens each: the sum of the keys each scores in
+        every rule of :attr:`caps` (``min(K + 1, W)`` or ``(K mod C) + 1``)."""
+        k = np.asarray(contexts, dtype=np.float64)
+        return tuple(float(np.sum(capped_positions(rule, span, k))) for rule, span in self.caps)
 
     def prefill_chunk(self, new_tokens: float, context: float,
                       final: bool = True) -> tuple[float, float]:
@@ -112,21 +149,24 @@ class IterationModel:
         flops = float(prefill_flops_total(self._terms.flops, float(new_tokens), float(context)))
         if not final and new_tokens > 0:
             flops -= self._lm_head
-        kv = float(kv_bytes_of(self._terms, float(context + new_tokens))) * self._rank \
-            if new_tokens > 0 else 0.0
+        kv = float(kv_read(self._terms, float(context), float(new_tokens)))
         return flops, kv
 
     def decode_batch(self, count: int, context_sum: float,
-                     windowed_context_sum: float = 0.0) -> tuple[float, float]:
+                     windowed_context_sum: Any = 0.0) -> tuple[float, float]:
         """(FLOPs, KV bytes read per rank) of ``count`` decodes whose contexts sum to
-        ``context_sum``; ``windowed_context_sum`` is the sum of ``min(context + 1, W)``, needed
-        when :attr:`window` is not ``None``."""
+        ``context_sum``; ``windowed_context_sum`` is, for each rule of :attr:`caps`, the sum of
+        the keys each decode scores (:meth:`capped_sums`; a number when there is one rule)."""
         if count == 0:
             return 0.0, 0.0
         flops = float(decode_flops_sum(self._decode, float(count), float(context_sum),
-                                       float(windowed_context_sum)))
-        kv = (self._terms.kv_full * (context_sum + count)
-              + self._terms.kv_window * windowed_context_sum) * self._rank
+                                       windowed_context_sum))
+        per_position, per_capped, fixed = self._read
+        sums = windowed_context_sum if isinstance(windowed_context_sum, tuple | list) \
+            else (windowed_context_sum,) * len(per_capped)
+        kv = per_position * (context_sum + count) + fixed * count
+        for coefficient, value in zip(per_capped, sums, strict=False):
+            kv += coefficient * float(value)
         return flops, float(kv)
 
     def breakdown(self, tokens: float, flops: float, kv_bytes: float) -> tuple[float, float, float]:

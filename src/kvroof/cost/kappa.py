@@ -27,8 +27,24 @@ The HBM roof makes kappa_crit fall with ``T`` where the weight reads bind (small
 weights are read once however few tokens share them) and rise with ``T`` where attention over
 the cached context binds.
 
-With sliding windows the sides are not affine, and a bracketed root finder (a scan on a log
-grid, then bisection) finds the crossing; the tests check the two methods against each other.
+With sliding-window, chunked or sparse (DSA) layers the sides are not affine in ``K``, and a
+root finder finds ``K*``, the same quantity (the smallest ``K`` from which prefill stays
+transfer-bound for every larger ``K``):
+
+- beyond ``K0``, where every window and top-k cap is saturated (the largest window; for a
+  sparse layer ``top-k x T``, where its latent reads stop growing), the sides are affine again,
+  and the closed form on their pieces there gives the crossing if it lies beyond ``K0``;
+- otherwise the crossing lies in ``[0, K0]``: a scan on a log grid, then bisection of the last
+  sign change;
+- chunked layers make both sides saw-tooth in ``K`` (a load of ``K`` tokens brings back
+  ``K mod C`` of a chunked layer, and its queries see ``(p mod C) + 1`` keys): on each residue
+  ``r = K mod C`` the sides are affine in ``K``, so the closed form runs once per integer residue
+  and ``K*`` is one more than the last integer ``K`` at which prefill is still compute-bound.
+  Transfer-bound stretches below ``K*`` (the saw's teeth reaching the compute) do not count:
+  kappa_crit is where it stays transfer-bound.
+
+The tests check the closed form against the root finder where both apply and the root finder
+against token-by-token scans where only it does.
 """
 
 from __future__ import annotations
@@ -71,8 +87,8 @@ __all__ = [
 ]
 
 Method = Literal["auto", "closed-form", "root-finding"]
-_K_REF = float(2**30)  # far beyond any sliding window: the affine regime
-_K_MAX = 1e13  # the root finder looks for a crossover below this many cached tokens
+_K_REF = float(2**30)  # where the affine pieces of an affine deployment are read
+_DENSE_CHUNK = 1 << 16  # up to this many residues (or head tokens) are scanned one by one
 _NEVER = "never transfer-bound at this T: each cached token adds at least as much compute " \
          "time (attention over it, or reading its KV from HBM) as it costs to load"
 _BAND = "not transfer-bound at large K: a fixed per-request transfer cost makes small K " \
@@ -208,28 +224,37 @@ def _difference(dep: Deployment, t: Any, k: Any) -> Any:
     return x - c
 
 
-def _pieces(dep: Deployment, t: Any) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+def _pieces(dep: Deployment, t: Any, k1: Any = None,
+            k2: Any = None) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     """(a, b, c, s): the transfer pieces ``a_j + b_j K`` (``K > 0``) and the compute roofs
-    ``c_i + s_i K``, read off the cost model's own evaluation (affine in K without sliding
-    windows; the paths that cannot bind are left out)."""
+    ``c_i + s_i K``, read off the cost model's own evaluation (the paths that cannot bind are
+    left out). Without ``k1``/``k2`` they are read at ``K = 0`` (compute), ``2^30`` and ``2^31``
+    (affine deployments); else at ``k1`` and ``k2``, where they are the affine continuation of
+    the sides beyond every window and cap (on one chunk residue when ``k1`` and ``k2`` share
+    it)."""
     terms = dep.terms
     n = iteration_tokens_for(dep, t)
     if terms.tiers:
-        def path_times(k: float) -> list[Any]:
+        def path_times(k: Any) -> list[Any]:
             parts = transfer_breakdown(dep, k, t)
             extra = parts.scale_up_time + parts.latency_time
             return [path + extra for path in parts.paths]
     else:
-        def path_times(k: float) -> list[Any]:
+        def path_times(k: Any) -> list[Any]:
             parts = transfer_parts(terms, k, t)
             extra = parts.scale_up + parts.latency_time
             return [path + extra for path in parts.paths]
-    x1, x2 = path_times(_K_REF), path_times(2 * _K_REF)
-    b = [(p2 - p1) / _K_REF for p1, p2 in zip(x1, x2, strict=True)]
-    a = [p1 - bj * _K_REF for p1, bj in zip(x1, b, strict=True)]
-    zero, far = compute_parts(terms, t, 0.0, n), compute_parts(terms, t, _K_REF, n)
-    c = [zero.flop_time + zero.comm_time, zero.hbm_time + zero.comm_time]
-    s = [(far.flop_time - zero.flop_time) / _K_REF, (far.hbm_time - zero.hbm_time) / _K_REF]
+    if k1 is None:
+        k1, k2, c1 = _K_REF, 2 * _K_REF, 0.0
+    else:
+        c1 = k1
+    span = k2 - k1
+    x1, x2 = path_times(k1), path_times(k2)
+    b = [(p2 - p1) / span for p1, p2 in zip(x1, x2, strict=True)]
+    a = [p1 - bj * k1 for p1, bj in zip(x1, b, strict=True)]
+    near, far = compute_parts(terms, t, c1, n), compute_parts(terms, t, k2, n)
+    s = [(far.flop_time - near.flop_time) / (k2 - c1), (far.hbm_time - near.hbm_time) / (k2 - c1)]
+    c = [near.flop_time + near.comm_time - s[0] * c1, near.hbm_time + near.comm_time - s[1] * c1]
     return a, b, c, s
 
 
@@ -282,19 +307,50 @@ def _max_of(values: list[Any]) -> Any:
     return result
 
 
-def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> tuple[FloatArray, Any]:
-    """K* above which transfer >= compute up to 1e13 tokens: the last sign change on a log
-    grid, then bisection in that bracket."""
-    grid = np.concatenate([[0.0], np.geomspace(1e-3, _K_MAX, points)])
-    shape = np.broadcast_shapes(t.shape, np.shape(_difference(dep, t, 1.0)))
-    ks = grid.reshape((-1,) + (1,) * len(shape))
-    diff = np.broadcast_to(_difference(dep, t, ks), (grid.size, *shape))
+def _saturation(dep: Deployment, t: FloatArray) -> FloatArray:
+    """``K0``: from here on every window and top-k cap is saturated (chunks aside), so the
+    sides are affine in ``K`` (per chunk residue)."""
+    terms = dep.terms
+    spans = [w for w, _ in terms.hold.windows + terms.load.windows + terms.save.windows
+             + terms.copies.windows + terms.read.windows]
+    spans += [span for rule, span, _ in terms.flops.caps if rule == "window"]
+    k0 = np.full(t.shape, max(spans, default=0.0))
+    for topk, _ in terms.read.caps:
+        k0 = np.maximum(k0, topk * t)
+    return k0
+
+
+def _far(k0: FloatArray) -> float:
+    """A power of two beyond ``K0`` (at least ``2^30``) where the affine continuation is read:
+    as small as it can be, for precision, and a multiple of power-of-two chunks."""
+    top = float(np.max(k0)) if k0.size else 0.0
+    return float(2 ** max(30, math.ceil(math.log2(max(4.0 * top, 1.0)))))
+
+
+def _chunks(dep: Deployment) -> set[float]:
+    terms = dep.terms
+    found = {c for c, _ in terms.hold.chunks + terms.load.chunks + terms.save.chunks
+             + terms.copies.chunks + terms.read.chunks}
+    return found | {span for rule, span, _ in terms.flops.caps if rule == "chunk"}
+
+
+def _scan(dep: Deployment, t: FloatArray, top: FloatArray, points: int = 96) -> FloatArray:
+    """The last ``K`` in ``(0, top]`` at which prefill is compute-bound (0 when none): a log
+    grid over nine decades up to ``top`` (about ten points a decade), then bisection of the last
+    sign change."""
+    fractions = np.concatenate([[0.0], np.geomspace(1e-9, 1.0, points)])
+    uniform = top.size == 0 or bool(np.all(top == top.flat[0]))
+    scale: Any = float(top.flat[0]) if uniform and top.size else top
+    shape = np.broadcast_shapes(t.shape, np.shape(scale), np.shape(_difference(dep, t, 1.0)))
+    ks = fractions.reshape((-1,) + (1,) * len(shape)) * scale
+    diff = np.broadcast_to(_difference(dep, t, ks), (fractions.size, *shape))
     below = diff < 0
     below[0] = True  # K = 0 loads nothing: the transfer-bound region starts above it
-    last_below = grid.size - 1 - np.argmax(below[::-1], axis=0)
-    found = last_below < grid.size - 1
-    lo = grid[last_below]
-    hi = grid[np.minimum(last_below + 1, grid.size - 1)]
+    last_below = fractions.size - 1 - np.argmax(below[::-1], axis=0)
+    index = np.minimum(last_below + 1, fractions.size - 1)
+    full = np.broadcast_to(scale, shape)
+    lo = fractions[last_below] * full
+    hi = fractions[index] * full
     for _ in range(200):
         mid = 0.5 * (lo + hi)
         above = _difference(dep, t, mid) >= 0
@@ -302,25 +358,111 @@ def _root_finding(dep: Deployment, t: FloatArray, points: int = 160) -> tuple[Fl
         lo = np.where(above, lo, mid)
         if np.all(hi - lo <= 1e-12 * np.maximum(hi, 1.0)):
             break
-    k_star = np.where(found, hi, np.inf)
-    k_star = np.where(found & (last_below == 0) & (diff[min(1, grid.size - 1)] >= 0), 0.0, k_star)
+    result: FloatArray = np.where(last_below == fractions.size - 1, full, hi)
+    return np.where((last_below == 0) & (diff[1] >= 0), 0.0, result)
+
+
+def _last_compute_bound(a: Any, b: Any, c: Any, s: Any, k: Any, chunk: float) -> Any:
+    """On the residue of ``k`` mod ``chunk``, with the sides affine there (pieces ``a, b, c,
+    s``): the last integer ``K`` of that residue at which compute exceeds transfer, or -inf.
+    Compute exceeds transfer where some roof does, and below each roof the transfer lies on one
+    interval, whose right end :func:`crossover_of_pieces` gives."""
+    residue = np.mod(k, chunk)
+    result: Any = -np.inf
+    for ci, si in zip(c, s, strict=True):
+        end = crossover_of_pieces(a, b, [ci], [si])
+        with np.errstate(invalid="ignore"):
+            steps = np.ceil((end - residue) / chunk) - 1.0
+            candidate = residue + chunk * np.maximum(steps, 0.0)
+        x = _max_of([aj + bj * candidate for aj, bj in zip(a, b, strict=True)])
+        below = (x < ci + si * candidate) & np.isfinite(end) & (end > 0) & (candidate > 0) \
+            & (steps >= 0)
+        result = np.maximum(result, np.where(below, candidate, -np.inf))
+    return result
+
+
+def _chunk_tail(dep: Deployment, t: FloatArray, chunk: float, k0: FloatArray) -> FloatArray:
+    """The last integer ``K >= k0`` at which prefill is compute-bound, over every residue of
+    ``chunk`` (-inf when none; inf when some residue never turns transfer-bound). Residues are
+    taken a batch at a time, so a grid of T holds a batch of them at once, not all."""
+    count = int(chunk) if chunk <= _DENSE_CHUNK else _DENSE_CHUNK
+    residues = np.unique(np.floor(np.linspace(0.0, chunk, count, endpoint=False)))
+    base = math.floor(_far(k0) / chunk) * chunk
+    batch = max(1, (1 << 20) // max(1, t.size))
+    never: Any = False
+    last: Any = -np.inf
+    for start in range(0, residues.size, batch):
+        r = residues[start:start + batch].reshape((-1,) + (1,) * t.ndim)
+        a, b, c, s = _pieces(dep, t, base + r, 2 * base + r)
+        never = np.logical_or(never, np.any(np.isinf(crossover_of_pieces(a, b, c, s)), axis=0))
+        found = _last_compute_bound(a, b, c, s, r + 0.0 * t, chunk)
+        last = np.maximum(last, np.max(np.where(found >= k0, found, -np.inf), axis=0))
+    result: FloatArray = np.where(never, np.inf, last)
+    return result
+
+
+def _head_scan_dense(dep: Deployment, t: FloatArray, top: FloatArray) -> FloatArray:
+    """The last integer ``K`` in ``[1, top)`` at which prefill is compute-bound (-inf when
+    none), token by token (a saw-tooth defeats a log grid)."""
+    limit = float(np.max(top)) if top.size else 0.0
+    if limit <= 1:
+        return np.full(t.shape, -np.inf)
+    step = max(1.0, math.ceil(limit / _DENSE_CHUNK))
+    ks = np.arange(1.0, limit, step).reshape((-1,) + (1,) * t.ndim)
+    below = (_difference(dep, t, ks) < 0) & (ks < top)
+    found = below.any(axis=0)
+    last = ks.shape[0] - 1 - np.argmax(below[::-1], axis=0)
+    result: FloatArray = np.where(found, ks.reshape(-1)[last], -np.inf)
+    return result
+
+
+def _root_finding(dep: Deployment, t: FloatArray) -> tuple[FloatArray, Any]:
+    """K* for deployments whose sides are not affine (module docstring)."""
+    k0 = _saturation(dep, t)
+    chunks = _chunks(dep)
+    if not chunks:
+        far = _far(k0)
+        a, b, c, s = _pieces(dep, t, far, 2 * far)
+        tail = np.asarray(crossover_of_pieces(a, b, c, s), dtype=np.float64)
+        head = tail <= k0
+        if not np.any(head):
+            return tail, False
+        scanned = _scan(dep, t, np.broadcast_to(k0, np.broadcast_shapes(k0.shape, tail.shape)))
+        return np.where(head, scanned, tail), False
+    if len(chunks) > 1:
+        raise KvroofError(f"{dep.model.name} has chunked layers of several chunk sizes; "
+                          "kappa_crit handles one")
+    chunk = chunks.pop()
+    last = _chunk_tail(dep, t, chunk, k0)
+    if np.any(k0 > 0):
+        last = np.where(np.isneginf(last), _head_scan_dense(dep, t, k0), last)
+    k_star = np.where(np.isinf(last) & (last > 0), np.inf,
+                      np.where(np.isneginf(last), 0.0, last + 1.0))
     return k_star, False
+
+
+def _is_affine(dep: Deployment) -> bool:
+    """Whether transfer and compute are affine in K (for K > 0)."""
+    terms = dep.terms
+    return terms.affine and terms.copies.affine and terms.save.affine \
+        and not terms.flops.caps
 
 
 def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") -> KappaResult:
     """Full-mode kappa_crit = K*/T for each ``new_tokens`` T (broadcasts with array settings).
 
-    ``method``: ``closed-form`` (needs no sliding window), ``root-finding``, or ``auto``
-    (closed form when it applies).
+    ``method``: ``closed-form`` (needs sides affine in K: no sliding-window, chunked or
+    sparse layers), ``root-finding``, or ``auto`` (closed form when it applies).
     """
     t = token_value("new_tokens", new_tokens, at_least_one=True)
+    affine = _is_affine(dep)
     if method == "auto":
-        method = "closed-form" if dep.model.sliding_window is None else "root-finding"
+        method = "closed-form" if affine else "root-finding"
     if method == "closed-form":
-        if dep.model.sliding_window is not None:
+        if not affine:
             raise KvroofError(
-                f"method: {dep.model.name} has sliding-window layers, so transfer and compute "
-                "are not affine in K; use root-finding"
+                f"method: {dep.model.name} has sliding-window, chunked or sparse layers, so "
+                "transfer and compute are not affine in K; use root-finding"
             )
         k_star, band = _closed_form(dep, t)
     elif method == "root-finding":
@@ -348,14 +490,17 @@ def max_new_tokens_for_crossover(dep: Deployment, t_max: float = 1e12) -> Any:
     """The largest T at which prefill still turns transfer-bound for large K (inf when it does
     at every T up to ``t_max``; 0 when at none).
 
-    For K beyond any sliding window each cached token costs ``max_j b_j`` seconds to load and
+    For K beyond any window or cap each cached token costs ``max_j b_j`` seconds to load and
     adds ``max_i s_i(T)`` seconds of compute (attention of the T new tokens over it, the MLA
     up-projection, or reading its KV from HBM); a crossover exists while the first exceeds the
     second. The slopes are read off the timing functions on a log grid of T and the last sign
     change is bisected, so calibrated efficiency curves (which make ``s`` non-linear in T) are
     handled too."""
     def margin(t: Any) -> FloatArray:
-        _, b, _, s = _pieces(dep, np.asarray(t, dtype=np.float64))
+        t_arr = np.asarray(t, dtype=np.float64)
+        far = _far(_saturation(dep, t_arr))
+        _, b, _, s = _pieces(dep, t_arr) if _is_affine(dep) else _pieces(
+            dep, t_arr, far, 2 * far)
         result: FloatArray = _max_of(b) - _max_of(s)
         return result
 

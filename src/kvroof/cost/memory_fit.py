@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from kvroof.cost.checks import dtype_bytes
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.transfer import kv_bytes_per_rank
+from kvroof.cost.groups import tp_problem
+from kvroof.cost.transfer import kv_peak_bytes_per_rank
 from kvroof.errors import KvroofError
-from kvroof.specs.model import GQAAttention
 from kvroof.units import Kind, format_quantity
 
 __all__ = ["MemoryFit", "check_fit", "fit_problem", "memory_fit", "valid_tp_degrees"]
@@ -49,16 +49,8 @@ class MemoryFit:
 def valid_tp_degrees(dep: Deployment, limit: int = 64) -> list[int]:
     """TP degrees the model's heads allow (dividing the attention heads; dividing or a multiple
     of the KV heads), up to the system's GPUs (or ``limit`` without a system)."""
-    att = dep.model.attention
     top = dep.system.num_accelerators if dep.system is not None else limit
-    degrees = []
-    for tp in range(1, top + 1):
-        if att.num_heads % tp:
-            continue
-        if isinstance(att, GQAAttention) and att.num_kv_heads % tp and tp % att.num_kv_heads:
-            continue
-        degrees.append(tp)
-    return degrees
+    return [tp for tp in range(1, top + 1) if not tp_problem(dep.model, tp)]
 
 
 def memory_fit(dep: Deployment, kv_tokens: float | None = None) -> MemoryFit:
@@ -68,7 +60,7 @@ def memory_fit(dep: Deployment, kv_tokens: float | None = None) -> MemoryFit:
                                                                   dep.kv_reserve_tokens)
     return MemoryFit(
         weights=dep.weight_bytes.total,
-        kv_reserve=float(kv_bytes_per_rank(dep, tokens)),
+        kv_reserve=float(kv_peak_bytes_per_rank(dep, tokens)),
         usable=dep.accelerator.hbm_capacity * dep.memory_utilization,
         weight_dtype=dep.weight_dtype or dep.model.weights.dtype,
     )

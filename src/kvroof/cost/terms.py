@@ -15,37 +15,77 @@ come from the modules that define them: FLOPs from :mod:`kvroof.cost.flops`, KV 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kvroof.cost.checks import maximum, minimum, when_positive
+from kvroof.cost.checks import dtype_bytes, maximum, minimum, when_positive
 from kvroof.cost.collectives import ACTIVATION_BYTES, collective_bandwidth, collective_latency
 from kvroof.cost.flops import FlopTerms, flop_terms, prefill_flops_total
-from kvroof.cost.kv import kv_bytes_per_token_per_layer
+from kvroof.cost.groups import LayerGroup, layer_groups
+from kvroof.cost.kv_terms import KvTerms, combine, copy_terms, evaluate, holding
 from kvroof.cost.weights import touched_share
 from kvroof.specs.model import GQAAttention, MoEFFN
 
 if TYPE_CHECKING:
     from kvroof.cost.deployment import Deployment
 
-__all__ = ["ComputeParts", "CostTerms", "TransferParts", "compute_parts", "cost_terms",
-           "kv_bytes_of", "roofline", "transfer_parts", "weights_read"]
+__all__ = ["ComputeParts", "CostTerms", "ReadTerms", "TransferParts", "compute_parts",
+           "cost_terms", "kv_read", "roofline", "transfer_parts", "weights_read"]
+
+
+@dataclass(frozen=True)
+class ReadTerms:
+    """KV bytes one rank reads from HBM for a prefill of ``T`` tokens on ``K`` cached ones:
+    ``per_token (K + T) + sum_W b min(K + T, W) + sum_C b ((K mod C) + T) + sum_k b min(K + T,
+    k T) + fixed [T > 0]``: the layers that read every position, the sliding-window layers, the
+    chunked layers (the current chunk and the new tokens), a sparse layer's latents (at most its
+    top-k for each new token) and the linear layers' states."""
+
+    per_token: float
+    windows: tuple[tuple[float, float], ...]
+    chunks: tuple[tuple[float, float], ...]
+    caps: tuple[tuple[float, float], ...]
+    fixed: float
+    plain: bool = field(init=False, repr=False, compare=False)
+    """Only ``per_token`` (the common case)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plain", self.affine and not self.fixed)
+
+    @property
+    def affine(self) -> bool:
+        return not (self.windows or self.chunks or self.caps)
 
 
 @dataclass(frozen=True)
 class CostTerms:
     """The constants of one deployment (per GPU unless said; settings that are arrays make the
-    corresponding fields arrays)."""
+    corresponding fields arrays). KV quantities are :class:`~kvroof.cost.kv_terms.KvTerms` of
+    positions, summed over the layer groups with each group's TP share."""
 
     flops: FlopTerms
-    kv_full: float
-    """KV bytes per cached position of the full-attention layers (all of them, whole model)."""
-    kv_window: float
-    """KV bytes per cached position of the sliding-window layers (at most ``window`` held)."""
-    window: float | None
+    hold: KvTerms
+    """KV bytes one rank holds for ``P`` positions."""
+    load: KvTerms
+    """KV bytes the loading rank reads over the host link for ``K`` cached positions."""
+    save: KvTerms
+    """KV bytes it saves for ``T`` new positions (write-back)."""
+    read: ReadTerms
+    """KV bytes one rank reads from HBM during a prefill."""
+    latent: KvTerms
+    """MLA latent bytes loaded (whole, not per rank), moved again by a broadcast or all-gather
+    under rank0-broadcast or shard-allgather."""
+    copies: KvTerms
+    save_copies: KvTerms
+    affine: bool
+    """Every KV term is affine in the positions (no windows, chunks or top-k caps)."""
+    plain: bool
+    """Loads, saves and copies are per-token terms only (no window, chunk or fixed part)."""
     rank_share: float
+    """Share of the model ``attention``'s KV one rank holds (GQA ``max(1/TP, 1/kv_heads)``,
+    MLA 1)."""
     load_share: float
     peak_rate: Any
     efficiency: Any
@@ -66,9 +106,6 @@ class CostTerms:
     dram: float
     full_duplex: bool
     """The both-ways figure is the sum of the one-way ones, so it never binds alone."""
-    copies_full: float
-    copies_window: float
-    copies_whole: float
     latency: Any
     write_back: bool
     scale_up: str | None
@@ -77,10 +114,86 @@ class CostTerms:
     tiers: bool
 
 
+def _shares(group: LayerGroup, tp: int, mla_tp_load: str) -> tuple[float, float]:
+    """(share one rank holds, share the loading rank moves) of a group's cache: GQA heads
+    ``max(1/TP, 1/kv_heads)``; MLA latents and indexer keys whole on every rank (1/TP loaded
+    under shard-allgather); linear states split with their heads, 1/TP."""
+    if group.kind == "linear":
+        return 1.0 / tp, 1.0 / tp
+    if group.kv_heads is not None:
+        share = max(1.0 / tp, 1.0 / group.kv_heads)
+        return share, share
+    load = 1.0 / tp if (tp > 1 and mla_tp_load == "shard-allgather") else 1.0
+    return 1.0, load
+
+
+def kv_terms(dep: Deployment) -> dict[str, Any]:
+    """The KV terms of ``dep`` (fields of :class:`CostTerms`)."""
+    groups = layer_groups(dep.model, dep.mla_mode)
+    kv_bytes = dtype_bytes(dep.kv_dtype)
+    share = dep.sparse_share
+    hold: list[tuple[str, float, float]] = []
+    load: list[tuple[str, float, float]] = []
+    save: list[tuple[str, float, float]] = []
+    latent: list[tuple[str, float, float]] = []
+    read_all = 0.0
+    windows: dict[float, float] = {}
+    chunks: dict[float, float] = {}
+    caps: dict[float, float] = {}
+    hold_fixed = load_fixed = 0.0
+    by_name = {g.name: g for g in groups}
+    for g in groups:
+        held, moved = _shares(g, dep.tp, dep.mla_tp_load)
+        n = g.count
+        if g.state_bytes:
+            hold_fixed += n * g.state_bytes * held
+            load_fixed += n * g.state_bytes * moved
+        holds = holding(g, dep.local_kv)
+        own = n * g.kv_bytes_per_position(dep.kv_dtype)
+        if own:
+            hold.append((holds, g.span, own * held))
+            save.append((holds, g.span, own * moved))
+            loaded = own
+            if g.kind == "sparse":
+                loaded = n * (g.extra_bytes + share * g.kv_elements * kv_bytes)
+            load.append((holds, g.span, loaded * moved))
+            if g.mla:
+                latent.append((holds, g.span, loaded))
+        # HBM reads: what the layer's attention reads (a shared layer its source's KV again)
+        read_group = g
+        if g.source is not None:
+            read_group = by_name[g.source]
+        per_position = n * read_group.kv_bytes_per_position(dep.kv_dtype) * held
+        if g.kind == "sparse":
+            read_all += n * g.extra_bytes * held
+            caps[g.span] = caps.get(g.span, 0.0) + n * g.kv_elements * kv_bytes * held
+        elif read_group.holds == "window":
+            windows[g.span] = windows.get(g.span, 0.0) + per_position
+        elif read_group.holds == "chunk":
+            chunks[g.span] = chunks.get(g.span, 0.0) + per_position
+        elif read_group.holds == "all":
+            read_all += per_position
+    block = dep.granularity.block_tokens
+    layout = dep.granularity.layout
+    hold_terms = combine(hold, hold_fixed)
+    load_terms = combine(load, load_fixed)
+    read = ReadTerms(read_all, tuple(windows.items()), tuple(chunks.items()), tuple(caps.items()),
+                     hold_fixed)
+    save_terms = combine(save, load_fixed)
+    copies = copy_terms(groups, block, layout, dep.local_kv, share)
+    save_copies = copy_terms(groups, block, layout, dep.local_kv)
+    return {
+        "hold": hold_terms, "load": load_terms, "save": save_terms,
+        "read": read, "latent": combine(latent),
+        "copies": copies, "save_copies": save_copies,
+        "affine": hold_terms.affine and load_terms.affine and read.affine,
+        "plain": all(terms.plain for terms in (load_terms, save_terms, copies, save_copies)),
+    }
+
+
 def cost_terms(dep: Deployment) -> CostTerms:
     """The constants of ``dep`` (use :attr:`Deployment.terms`, which caches them)."""
     model = dep.model
-    per_layer = kv_bytes_per_token_per_layer(model, dep.kv_dtype)
     att = model.attention
     rank = max(1.0 / dep.tp, 1.0 / att.num_kv_heads) if isinstance(att, GQAAttention) else 1.0
     load = 1.0 / dep.tp if (model.is_mla and dep.tp > 1
@@ -106,7 +219,6 @@ def cost_terms(dep: Deployment) -> CostTerms:
 
     h2d, d2h = linked(dep.link_bandwidth), linked(dep.link_d2h_bandwidth)
     both = linked(dep.link_duplex_bandwidth)
-    full, window, whole = dep.granularity.copy_terms(model)
     scale_up = None
     if model.is_mla and dep.tp > 1 and dep.mla_tp_load != "every-rank":
         scale_up = "broadcast" if dep.mla_tp_load == "rank0-broadcast" else "allgather"
@@ -117,10 +229,8 @@ def cost_terms(dep: Deployment) -> CostTerms:
     iteration = None if dep.iteration_tokens is None else np.asarray(dep.iteration_tokens,
                                                                       dtype=np.float64)
     return CostTerms(
-        flops=flop_terms(model, dep.mla_mode),
-        kv_full=model.num_full_layers * per_layer,
-        kv_window=model.num_sliding_layers * per_layer,
-        window=None if model.sliding_window is None else float(model.sliding_window.size),
+        flops=flop_terms(model, dep.mla_mode, replicated=float(dep.tp)),
+        **kv_terms(dep),
         rank_share=rank,
         load_share=load,
         peak_rate=float(peak) if peak.ndim == 0 else peak,
@@ -141,9 +251,6 @@ def cost_terms(dep: Deployment) -> CostTerms:
         both=both,
         dram=dep.host_dram_share,
         full_duplex=bool(np.all(np.asarray(both) >= np.asarray(h2d) + np.asarray(d2h))),
-        copies_full=full,
-        copies_window=window,
-        copies_whole=whole,
         latency=float(latency) if latency.ndim == 0 else latency,
         write_back=dep.write_back,
         scale_up=scale_up,
@@ -153,12 +260,26 @@ def cost_terms(dep: Deployment) -> CostTerms:
     )
 
 
-def kv_bytes_of(terms: CostTerms, positions: Any) -> Any:
-    """KV bytes of a sequence of ``positions`` positions, whole model (all ranks together)."""
-    total = terms.kv_full * positions
-    if terms.window is not None:
-        total = total + terms.kv_window * minimum(positions, terms.window)
-    return total
+def kv_read(terms: CostTerms, k: Any, t: Any) -> Any:
+    """KV bytes one rank reads from HBM for a prefill of ``t`` tokens on ``k`` cached ones
+    (:class:`ReadTerms`; nothing when ``t`` is 0)."""
+    read = terms.read
+    if read.plain:
+        return when_positive(t, read.per_token * (k + t))
+    positions = k + t
+    total = read.per_token * positions
+    if not read.affine:
+        for window, coefficient in read.windows:
+            total = total + coefficient * minimum(positions, window)
+        for chunk, coefficient in read.chunks:
+            remainder = (k - math.floor(k / chunk) * chunk) if type(k) is float else \
+                k - np.floor(k / chunk) * chunk
+            total = total + coefficient * (remainder + t)
+        for topk, coefficient in read.caps:
+            total = total + coefficient * minimum(positions, topk * t)
+    if read.fixed:
+        total = total + read.fixed
+    return when_positive(t, total)
 
 
 def weights_read(terms: CostTerms, tokens: Any) -> Any:
@@ -224,8 +345,8 @@ def roofline(terms: CostTerms, flops: Any, tokens: Any, kv_bytes: Any,
 def compute_parts(terms: CostTerms, t: Any, k: Any, iteration: Any = None) -> ComputeParts:
     """FLOP, HBM and all-reduce time of a prefill of ``t`` new tokens on ``k`` cached ones (see
     :func:`roofline`). Inputs are validated token counts."""
-    kv = when_positive(t, kv_bytes_of(terms, k + t) * terms.rank_share)
-    return roofline(terms, prefill_flops_total(terms.flops, t, k), t, kv, iteration)
+    return roofline(terms, prefill_flops_total(terms.flops, t, k), t, kv_read(terms, k, t),
+                    iteration)
 
 
 @dataclass(frozen=True)
@@ -252,28 +373,24 @@ class TransferParts:
         return self.data_time + self.scale_up + self.latency_time
 
 
-def _copies(terms: CostTerms, tokens: Any) -> Any:
-    copies = terms.copies_full * tokens
-    if terms.copies_window:
-        assert terms.window is not None
-        copies = copies + terms.copies_window * minimum(tokens, terms.window)
-    if terms.copies_whole:
-        copies = copies + when_positive(tokens, terms.copies_whole)
-    return copies
-
-
 def transfer_parts(terms: CostTerms, k: Any, t: Any, *, all_paths: bool = False) -> TransferParts:
     """Link time to load ``k`` cached tokens and, with write-back, save ``t`` new tokens'
     KV (no tiers: :mod:`kvroof.cost.transfer` adds their paths). Paths that cannot bind (the
     both-ways path of a full-duplex link, an unbounded DRAM share, saves without write-back)
     are left out unless ``all_paths``."""
-    latent = kv_bytes_of(terms, k)
-    load = latent * terms.load_share
-    copies = _copies(terms, k)
     save: Any = 0.0
-    if terms.write_back:
-        save = kv_bytes_of(terms, t) * terms.load_share
-        copies = copies + _copies(terms, t)
+    if terms.plain:  # every term one multiplication (no window, chunk or fixed part)
+        load = terms.load.per_token * k
+        copies = terms.copies.per_token * k
+        if terms.write_back:
+            save = terms.save.per_token * t
+            copies = copies + terms.save_copies.per_token * t
+    else:
+        load = evaluate(terms.load, k)
+        copies = evaluate(terms.copies, k)
+        if terms.write_back:
+            save = evaluate(terms.save, t)
+            copies = copies + evaluate(terms.save_copies, t)
     paths = [load / terms.h2d]
     names = ["host-to-device"]
     if terms.write_back or all_paths:
@@ -287,6 +404,7 @@ def transfer_parts(terms: CostTerms, k: Any, t: Any, *, all_paths: bool = False)
         names.append("host DRAM")
     scale_up: Any = 0.0
     if terms.scale_up is not None:
+        latent = evaluate(terms.latent, k)
         scale_up = when_positive(latent, terms.scale_up_latency + latent * terms.scale_up_per_byte)
     return TransferParts(load=load, save=save, copies=copies, paths=tuple(paths),
                          names=tuple(names), scale_up=scale_up,

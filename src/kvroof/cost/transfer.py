@@ -34,14 +34,18 @@ from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import FloatArray, scalar_or_array, token_count, token_value
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.terms import kv_bytes_of, transfer_parts
+from kvroof.cost.kv_terms import evaluate, peak
+from kvroof.cost.terms import transfer_parts
 
-__all__ = ["TransferBreakdown", "kv_bytes_per_rank", "load_bytes_per_rank", "load_share",
-           "rank_share", "transfer_breakdown", "transfer_time"]
+__all__ = ["TransferBreakdown", "kv_bytes_per_rank", "kv_peak_bytes_per_rank",
+           "load_bytes_per_rank", "load_share", "rank_share", "transfer_breakdown",
+           "transfer_time"]
 
 
 def rank_share(dep: Deployment) -> float:
-    """Fraction of a request's KV one TP rank holds: GQA ``max(1/TP, 1/kv_heads)``, MLA 1."""
+    """Fraction of the model ``attention``'s KV one TP rank holds: GQA ``max(1/TP,
+    1/kv_heads)``, MLA 1 (layer kinds with other shapes have their own shares, see
+    :func:`kvroof.cost.terms.kv_terms`)."""
     return dep.terms.rank_share
 
 
@@ -52,18 +56,25 @@ def load_share(dep: Deployment) -> float:
 
 
 def kv_bytes_per_rank(dep: Deployment, cached_tokens: ArrayLike) -> Any:
-    """KV bytes one TP rank holds for ``cached_tokens`` tokens (in ``dep.kv_dtype``)."""
-    terms = dep.terms
+    """KV bytes (and fixed state) one TP rank holds for ``cached_tokens`` tokens (in
+    ``dep.kv_dtype``; each layer group with its own TP share)."""
     k = token_value("cached_tokens", cached_tokens)
-    value = kv_bytes_of(terms, k) * terms.rank_share
+    value = evaluate(dep.terms.hold, k)
+    return value if type(value) is float else scalar_or_array(np.asarray(value))
+
+
+def kv_peak_bytes_per_rank(dep: Deployment, tokens: ArrayLike) -> Any:
+    """The most KV bytes one TP rank holds over a sequence of up to ``tokens`` tokens (a
+    chunked layer's current chunk fills up to ``min(tokens, C)``): what must fit in HBM."""
+    k = token_value("tokens", tokens)
+    value = peak(dep.terms.hold, k)
     return value if type(value) is float else scalar_or_array(np.asarray(value))
 
 
 def load_bytes_per_rank(dep: Deployment, cached_tokens: ArrayLike) -> Any:
     """KV bytes the loading rank reads over the host link for ``cached_tokens`` tokens."""
-    terms = dep.terms
     k = token_value("cached_tokens", cached_tokens)
-    value = kv_bytes_of(terms, k) * terms.load_share
+    value = evaluate(dep.terms.load, k)
     return value if type(value) is float else scalar_or_array(np.asarray(value))
 
 

@@ -4,11 +4,13 @@ Sharding (as vLLM and SGLang shard a model over ``TP`` ranks, no expert parallel
 
 - attention: per-head weights split ``TP`` ways; GQA key/value projections split over the KV
   heads (a rank holds ``max(1/TP, 1/kv_heads)`` of them: heads are replicated once ``TP`` exceeds
-  their count); MLA's ``q_a``/``kv_a`` down-projections and the QK/latent norms on every rank
-  (see :class:`kvroof.cost.params.AttentionParams`);
+  their count); MLA's ``q_a``/``kv_a`` down-projections, the QK/latent norms and a sparse layer's
+  indexer on every rank (see :class:`kvroof.cost.params.AttentionParams`), each layer kind with
+  its own shape; linear-attention layers split over their heads;
 - dense FFN, shared experts and every routed expert: split ``TP`` ways (each expert's
   intermediate dimension is sharded); the router on every rank;
-- embedding and LM head: split ``TP`` ways over the vocabulary; layer norms on every rank.
+- embedding and LM head: split ``TP`` ways over the vocabulary; layer norms on every rank;
+  per-layer input tables (Gemma 4 E-models) like the embedding, their projections ``TP`` ways.
 
 Bytes per parameter follow the checkpoint's format (:class:`kvroof.specs.model.WeightFormat`):
 linear layers in ``weights.dtype``, experts in ``weights.experts``, embedding and LM head in
@@ -33,8 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import dtype_bytes, scalar_or_array, token_count, token_value
-from kvroof.cost.params import attention_params, param_counts
-from kvroof.specs.model import GQAAttention, ModelSpec
+from kvroof.cost.params import layer_params, param_counts
+from kvroof.specs.model import ModelSpec
 
 if TYPE_CHECKING:
     from kvroof.cost.deployment import Deployment
@@ -74,20 +76,23 @@ class WeightBytes:
     embedding: float
     lm_head: float
     tied_head: bool = False
+    per_layer_embedding: float = 0.0
+    per_layer_projection: float = 0.0
 
     @property
     def total(self) -> float:
         """Bytes stored on the rank."""
         return (self.attention + self.norms + self.dense_ffn + self.router
-                + self.shared_experts + self.routed_experts + self.embedding + self.lm_head)
+                + self.shared_experts + self.routed_experts + self.embedding + self.lm_head
+                + self.per_layer_embedding + self.per_layer_projection)
 
     @property
     def always_read(self) -> float:
         """Bytes every forward pass reads whatever the routing: all but the routed experts and
-        the input embedding (a pass reads only its tokens' rows of that), except that a tied
-        LM head is the embedding matrix and is read whole."""
+        the input embedding and per-layer input table (a pass reads only its tokens' rows of
+        those), except that a tied LM head is the embedding matrix and is read whole."""
         embedding = 0.0 if self.tied_head else self.embedding
-        return self.total - self.routed_experts - embedding
+        return self.total - self.routed_experts - embedding - self.per_layer_embedding
 
 
 def weight_bytes_per_rank(
@@ -99,13 +104,14 @@ def weight_bytes_per_rank(
     linear = dtype_bytes(weight_dtype or model.weights.dtype)
     expert = dtype_bytes(weight_dtype or model.weights.expert_dtype)
     embed = dtype_bytes(model.weights.embeddings)
-    att = attention_params(model)
-    kv_share = 1.0 / tp
-    if isinstance(model.attention, GQAAttention):
-        kv_share = max(1.0 / tp, 1.0 / model.attention.num_kv_heads)
-    per_layer = att.per_head / tp + att.per_kv_head * kv_share + att.replicated
+    per_kind: dict[str, float] = {}
+    for name, kind in dict(model.layer_kinds).items():
+        att = layer_params(model, kind)
+        kv_share = max(1.0 / tp, 1.0 / att.kv_heads) if att.per_kv_head else 1.0 / tp
+        per_kind[name] = att.per_head / tp + att.per_kv_head * kv_share + att.replicated
+    attention = sum(per_kind[name] for name, _ in model.layer_kinds)
     return WeightBytes(
-        attention=model.num_layers * per_layer * linear,
+        attention=attention * linear,
         norms=counts.norms * linear,
         dense_ffn=counts.dense_ffn / tp * linear,
         router=counts.router * linear,
@@ -114,6 +120,8 @@ def weight_bytes_per_rank(
         embedding=counts.embedding / tp * embed,
         lm_head=counts.lm_head / tp * embed,
         tied_head=model.tie_word_embeddings,
+        per_layer_embedding=counts.per_layer_embedding / tp * embed,
+        per_layer_projection=counts.per_layer_projection / tp * linear,
     )
 
 

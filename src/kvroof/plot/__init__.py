@@ -4,6 +4,7 @@ a number that the cost model does not already provide."""
 
 from kvroof.plot.breakdown import ttft_breakdown_figure
 from kvroof.plot.ceilings import ceilings_figure
+from kvroof.plot.families import families_figure
 from kvroof.plot.kappa_t import kappa_vs_t_figure
 from kvroof.plot.overhead import overhead_figure
 from kvroof.plot.roofline import offload_roofline_figure
@@ -14,6 +15,7 @@ from kvroof.plot.workload import workload_figure
 
 __all__ = [
     "ceilings_figure",
+    "families_figure",
     "kappa_vs_t_figure",
     "offload_roofline_figure",
     "overhead_figure",

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from kvroof.cost.deployment import deployment
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
+from kvroof.cost.memory_fit import fit_problem
 from kvroof.cost.roofline import offload_roofline
 from kvroof.plot.style import COMPUTE_SHADE, TRANSFER_SHADE, color, new_figure, source_line, style
 from kvroof.specs.model import ModelSpec
@@ -95,12 +96,16 @@ def offload_roofline_figure(
                     dep = deployment(spec, accelerator=item[0], link=item[1], registry=reg,
                                      **settings)
                     key = f"{dep.accelerator.name}+{dep.link.name}"
+                line_color, dash = styles[item]
+                label = key.replace("+", " + ")
+                if mode == "full" and fit_problem(dep):  # a legend entry, no curve
+                    ax.plot([], [], color=line_color, linestyle=dash, linewidth=1.6,
+                            label=f"{label} (does not fit)", gid=f"does-not-fit:{key}")
+                    continue
                 points = offload_roofline(dep, ratios, new_tokens, mode)
                 values = np.asarray(points.tokens_per_second if y == "tokens"
                                     else points.attainable_flops)
                 scale = 1.0 if y == "tokens" else 1e12
-                line_color, dash = styles[item]
-                label = key.replace("+", " + ")
                 if mode == "paper":
                     crit = float(kappa_paper_for(dep).kappa_crit)
                 else:
@@ -115,7 +120,8 @@ def offload_roofline_figure(
                     ax.axvline(crit, color=line_color, linestyle=dash, linewidth=0.9, alpha=0.8,
                                gid=f"kappa-crit:{key}")
             ax.set_xlim(*kappa_range)
-            ax.set_ylim(y_low / 1.6, y_high * 1.3)
+            if y_high > 0:
+                ax.set_ylim(y_low / 1.6, y_high * 1.3)
             finite = [c for c in crits if math.isfinite(c)]
             low = min(min(finite), kappa_range[1]) if finite else kappa_range[1]
             ax.axvspan(kappa_range[0], max(low, kappa_range[0]), color=COMPUTE_SHADE,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -91,16 +92,44 @@ def source_line(fig: Figure, text: str, width: int = 130) -> None:
     fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))  # type: ignore[union-attr, call-arg]
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076"
+                                              "\u2077\u2078\u2079")
+
+
+def log_tick_label(value: float, _position: object = None) -> str:
+    """A log axis's tick label as plain text: ``1``, ``10``, ``10³``, ``10⁻²`` at decades,
+    ``50`` or ``2×10⁵`` between them (matplotlib's default writes the same through mathtext, whose
+    parser is a large share of the time to save a figure)."""
+    if not math.isfinite(value) or value <= 0:
+        return ""
+    exponent = math.floor(math.log10(value) + 1e-9)
+    mantissa = value / 10.0**exponent
+    power = {0: "1", 1: "10"}.get(exponent, "10" + str(exponent).translate(_SUPERSCRIPT))
+    if abs(mantissa - 1.0) < 1e-6:
+        return power
+    if 1e-2 <= value < 1e4:
+        return f"{value:.4g}"
+    return f"{mantissa:.3g}\u00d7{power}"
+
+
 def _tidy(fig: Figure) -> None:
-    """Log axes: minor ticks at 2 and 5 of each decade, without text (the decade labels say
-    enough, and laying out every minor tick dominates the time to save a figure)."""
-    from matplotlib.ticker import LogLocator, NullFormatter
+    """Log axes: minor ticks at 2 and 5 of each decade, labelled only where fewer than two
+    decades fall inside the axis (the decade labels say enough, and laying out every minor
+    tick dominates the time to save a figure); tick labels as plain text rather than mathtext
+    (the default log formatter's, replaced only where a figure kept it)."""
+    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullFormatter
 
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            if axis.get_scale() == "log":
-                axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
-                axis.set_minor_formatter(NullFormatter())
+            if axis.get_scale() != "log":
+                continue
+            axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+            low, high = sorted(axis.get_view_interval())
+            # fewer than two decades inside the axis: label the 2s and 5s as well
+            short = low > 0 and math.floor(math.log10(high)) - math.ceil(math.log10(low)) < 1
+            axis.set_minor_formatter(FuncFormatter(log_tick_label) if short else NullFormatter())
+            if isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
+                axis.set_major_formatter(FuncFormatter(log_tick_label))
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

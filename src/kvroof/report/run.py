@@ -181,6 +181,11 @@ def _figure_specs(config: ReportConfig, reg: Registry,
             + ". The table 'Workloads: share transfer-bound' has every model and mode."
             + left_out)
 
+    def families() -> tuple[Figure, str]:
+        from kvroof.report.families import families_figure_and_caption
+
+        return families_figure_and_caption(config, reg)
+
     def breakdown() -> tuple[Figure, str]:
         t, k = config.breakdown_tokens
         dep = placed(first)
@@ -232,6 +237,8 @@ def _figure_specs(config: ReportConfig, reg: Registry,
         ("ceilings", "Hierarchical roofline (compute, HBM, host link)", ceilings),
         ("kappa-vs-t", "kappa_crit against new tokens T: alone and in a busy iteration",
          kappa_t),
+        ("families", "kappa_crit by attention family: against T and K, and per layer kind",
+         families),
         ("overhead", "Overhead grid (transfer share of TTFT)", overhead),
         ("what-if", "What-ifs: link bandwidth and KV format", what_if),
         ("breakdown", "TTFT breakdown by overlap mode and TP", breakdown),
@@ -302,6 +309,9 @@ def _build_into(
     from kvroof.report.workloads import report_deployments, report_workloads, workload_table
 
     tables = build_tables(config, reg)
+    from kvroof.report.families import family_table
+
+    tables.append(family_table(config, reg))
     tables.append(workload_table(report_workloads(config),
                                  report_deployments(config, reg, config.settings())))
     if config.measurements is not None:

@@ -2,10 +2,16 @@
 
 Supported architectures: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM,
 Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM (also Kimi-K2),
-MistralForCausalLM, MixtralForCausalLM and GptOssForCausalLM. The architecture name only gates
+DeepseekV32ForCausalLM, MistralForCausalLM, MixtralForCausalLM, GptOssForCausalLM,
+Qwen3NextForCausalLM, Qwen3_5(Moe)ForConditionalGeneration, KimiLinearForCausalLM,
+Llama4ForConditionalGeneration, Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration,
+MiniMaxM2ForCausalLM and Glm4MoeForCausalLM. A vision-language wrapper's text model is read from
+its ``text_config`` (its encoders are not part of the spec). The architecture name only gates
 support; the kind of attention and FFN is decided from the fields present (``kv_lora_rank`` ->
 MLA; ``num_experts``, ``n_routed_experts`` or ``num_local_experts`` -> MoE; ``layer_types`` or
-``sliding_window`` -> sliding-window layers), never from the model's name.
+``sliding_window`` -> sliding-window layers), never from the model's name, except where a class
+fixes a layout its config leaves implicit (which layers are linear, chunked, sparse or shared:
+:func:`_layer_kinds`).
 
 The weight format comes from ``quantization_config`` (``fp8`` -> FP8 linear layers; ``mxfp4``
 -> MXFP4 expert weights of a MoE model, as gpt-oss ships them; ``awq``/``gptq`` -> int4 or int8),
@@ -30,6 +36,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from kvroof.errors import SpecError, short_repr
+from kvroof.specs.hf_fields import HFConfig as _Config
+from kvroof.specs.hf_layers import GEMMA3, GEMMA4, LLAMA4, QWEN_LINEAR, layer_fields
 from kvroof.specs.loader import validate_spec
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import SpecWarning
@@ -50,9 +58,28 @@ SUPPORTED_ARCHITECTURES: Final = (
     "MistralForCausalLM",
     "MixtralForCausalLM",
     "GptOssForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "Qwen3NextForCausalLM",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "KimiLinearForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "Llama4ForCausalLM",
+    "Gemma3ForConditionalGeneration",
+    "Gemma3ForCausalLM",
+    "Gemma4ForConditionalGeneration",
+    "Gemma4ForCausalLM",
+    "MiniMaxM2ForCausalLM",
+    "Glm4MoeForCausalLM",
 )
-# Architectures whose modelling code applies an RMSNorm to each query and key head.
-_QK_NORM: Final = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"})
+# Architectures whose modelling code applies an RMSNorm to each query and key head (others that
+# do say so with use_qk_norm; Llama 4's use_qk_norm is an L2 norm without weights).
+_QK_NORM: Final = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", *QWEN_LINEAR, *GEMMA3,
+                             *GEMMA4})
+_WEIGHTLESS_QK_NORM: Final = LLAMA4
+# Defaults of the HuggingFace classes for fields their configs may leave out.
+_VOCAB_DEFAULT: Final[dict[str, int]] = {arch: 262_208 for arch in GEMMA3}
+_TIE_DEFAULT: Final = GEMMA3 | GEMMA4
 # HuggingFace class defaults for head_dim when config.json omits it (None: hidden // heads).
 _HEAD_DIM_DEFAULT: Final[dict[str, int | None]] = {
     "LlamaForCausalLM": None,
@@ -66,34 +93,6 @@ _HEAD_DIM_DEFAULT: Final[dict[str, int | None]] = {
 # HuggingFace class defaults for sliding_window when config.json leaves the key out (not when it
 # writes null): MistralConfig(sliding_window=4096). Other supported classes default to no window.
 _SLIDING_WINDOW_DEFAULT: Final[dict[str, int]] = {"MistralForCausalLM": 4096}
-
-
-class _Config:
-    """Field access on a config dict with errors that name the file and field."""
-
-    def __init__(self, data: Mapping[str, Any], path: Path | None, architecture: str) -> None:
-        self.data = data
-        self.path = path
-        self.architecture = architecture
-
-    def error(self, field: str, message: str) -> SpecError:
-        return SpecError(message, self.path or "<config dict>", field)
-
-    def has(self, key: str) -> bool:
-        return self.data.get(key) is not None
-
-    def integer(self, key: str, *alternatives: str) -> int:
-        for name in (key, *alternatives):
-            value = self.data.get(name)
-            if value is not None:
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise self.error(name, f"expected an integer, got {short_repr(value)}")
-                return value
-        names = " or ".join(repr(n) for n in (key, *alternatives))
-        raise self.error(key, f"missing field ({names} is needed for {self.architecture})")
-
-    def optional_int(self, key: str, default: int | None = None) -> int | None:
-        return self.integer(key) if self.has(key) else default
 
 
 def _read(config: Mapping[str, Any] | str | Path) -> tuple[Mapping[str, Any], Path | None]:
@@ -135,16 +134,52 @@ def _attention(cfg: _Config) -> dict[str, Any]:
             stacklevel=4,
         )
     kind = "mha" if kv_heads == heads else "mqa" if kv_heads == 1 else "gqa"
-    return {
+    qk_norm = cfg.architecture in _QK_NORM or (
+        bool(cfg.data.get("use_qk_norm")) and cfg.architecture not in _WEIGHTLESS_QK_NORM)
+    attention: dict[str, Any] = {
         "kind": kind,
         "num_heads": heads,
         "num_kv_heads": kv_heads,
         "head_dim": head_dim,
-        "qk_norm": cfg.architecture in _QK_NORM,
+        "qk_norm": qk_norm,
     }
+    gated = cfg.data.get("attn_output_gate", cfg.architecture == "Qwen3NextForCausalLM")
+    if gated and cfg.architecture in QWEN_LINEAR:
+        attention["output_gate"] = True
+    return attention
 
 
-def _ffn(cfg: _Config) -> dict[str, Any]:
+def _llama4_ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
+    """Llama 4: every MoE layer has one shared expert as wide as the routed ones; with
+    interleave_moe_layer_step > 1 the other layers are dense (intermediate_size_mlp)."""
+    step = cfg.optional_int("interleave_moe_layer_step", 1) or 1
+    moe_layers = cfg.optional_list("moe_layers")
+    if moe_layers is not None and moe_layers != list(range(step - 1, num_layers, step)):
+        raise cfg.error("moe_layers", "only MoE on every interleave_moe_layer_step-th layer is "
+                                      "supported")
+    width = cfg.integer("intermediate_size")
+    ffn: dict[str, Any] = {
+        "kind": "moe", "num_experts": cfg.integer("num_local_experts"),
+        "experts_per_token": cfg.integer("num_experts_per_tok"),
+        "expert_intermediate_size": width, "num_shared_experts": 1,
+        "shared_expert_intermediate_size": width, "first_k_dense": 0,
+        "dense_intermediate_size": cfg.integer("intermediate_size_mlp") if step > 1 else None,
+    }
+    if step > 1:
+        ffn["moe_layer_step"] = step
+    return ffn
+
+
+def _ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
+    if cfg.architecture in LLAMA4:
+        return _llama4_ffn(cfg, num_layers)
+    if cfg.architecture in GEMMA4 and cfg.data.get("enable_moe_block"):
+        width = cfg.integer("intermediate_size")  # the dense MLP beside the experts
+        return {"kind": "moe", "num_experts": cfg.integer("num_experts"),
+                "experts_per_token": cfg.integer("top_k_experts"),
+                "expert_intermediate_size": cfg.integer("moe_intermediate_size"),
+                "num_shared_experts": 1, "shared_expert_intermediate_size": width,
+                "first_k_dense": 0, "dense_intermediate_size": None}
     experts_key = next(
         (k for k in ("n_routed_experts", "num_experts", "num_local_experts") if cfg.has(k)), None
     )
@@ -157,37 +192,26 @@ def _ffn(cfg: _Config) -> dict[str, Any]:
             raise cfg.error(key, "only every-layer MoE is supported, got "
                                  f"{short_repr(cfg.data[key])}")
     expert_size = cfg.integer("moe_intermediate_size", "intermediate_size")
-    shared = cfg.optional_int("n_shared_experts", 0) or 0
+    shared = cfg.optional_int("n_shared_experts", cfg.optional_int("num_shared_experts", 0)) or 0
+    shared_size = expert_size if shared else 0
+    qwen_shared = cfg.optional_int("shared_expert_intermediate_size", 0) or 0
+    if qwen_shared and not shared:  # Qwen MoE: one shared expert of this width
+        shared, shared_size = 1, qwen_shared
     first_dense = cfg.optional_int("first_k_dense_replace", 0) or 0
     return {
         "kind": "moe",
         "num_experts": cfg.integer(experts_key),
-        "experts_per_token": cfg.integer("num_experts_per_tok", "experts_per_token"),
+        "experts_per_token": cfg.integer("num_experts_per_tok", "experts_per_token",
+                                         "num_experts_per_token"),
         "expert_intermediate_size": expert_size,
         "num_shared_experts": shared,
-        "shared_expert_intermediate_size": expert_size if shared else 0,
+        "shared_expert_intermediate_size": shared_size,
         "first_k_dense": first_dense,
         "dense_intermediate_size": cfg.integer("intermediate_size") if first_dense else None,
     }
 
 
 def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
-    layer_types = cfg.data.get("layer_types")
-    if layer_types is not None:
-        if not isinstance(layer_types, list) or len(layer_types) != num_layers:
-            raise cfg.error("layer_types", f"expected a list of {num_layers} layer types")
-        sliding = {i for i, t in enumerate(layer_types) if t == "sliding_attention"}
-        unknown = [t for t in layer_types if t not in ("sliding_attention", "full_attention")]
-        if unknown:  # (a list: the values may be anything, unhashable too)
-            raise cfg.error("layer_types", f"unknown layer type {short_repr(unknown[0])}")
-        if not sliding:
-            return None
-        size = cfg.integer("sliding_window")
-        for period in range(1, num_layers + 1):
-            offset = min(sliding) % period
-            if sliding == {i for i in range(num_layers) if i % period == offset}:
-                return {"size": size, "period": period, "offset": offset}
-        raise cfg.error("layer_types", "sliding layers do not follow a periodic pattern")
     if "sliding_window" not in cfg.data and cfg.architecture in _SLIDING_WINDOW_DEFAULT:
         size = _SLIDING_WINDOW_DEFAULT[cfg.architecture]
         warnings.warn(
@@ -237,6 +261,16 @@ def _weights(cfg: _Config, moe: bool) -> dict[str, Any]:
                     "give weights explicitly in a model spec file")
 
 
+def _vocab(cfg: _Config) -> int:
+    """``vocab_size``, or the class default (with a warning) where the class has one."""
+    if cfg.has("vocab_size") or cfg.architecture not in _VOCAB_DEFAULT:
+        return cfg.integer("vocab_size")
+    size = _VOCAB_DEFAULT[cfg.architecture]
+    warnings.warn(f"{cfg.path or '<config dict>'}: vocab_size missing; using {size}, the "
+                  f"{cfg.architecture} default", SpecWarning, stacklevel=4)
+    return size
+
+
 def _name(data: Mapping[str, Any], path: Path | None, name: str | None) -> str:
     candidate = name or str(data.get("_name_or_path") or "")
     if not candidate and path is not None:
@@ -268,25 +302,41 @@ def model_from_hf_config(
             path or "<config dict>",
             "architectures",
         )
-    cfg = _Config(data, path, architecture)
+    text = data.get("text_config")
+    if isinstance(text, Mapping):  # a vision-language wrapper: its text model
+        merged = {key: value for key, value in data.items() if key != "text_config"} | dict(text)
+        cfg = _Config(merged, path, architecture, "text_config.")
+    else:
+        cfg = _Config(data, path, architecture)
     num_layers = cfg.integer("num_hidden_layers")
-    tie = data.get("tie_word_embeddings", False)  # False is every supported class's default
-    ffn = _ffn(cfg)
+    # False is the default of every supported class but Gemma's
+    tie = cfg.data.get("tie_word_embeddings", architecture in _TIE_DEFAULT)
+    ffn = _ffn(cfg, num_layers)
+    attention = _attention(cfg)
+    weights = _weights(cfg, ffn["kind"] == "moe")
     fields: dict[str, Any] = {
         "name": _name(data, path, name),
         "display_name": name or "",
         "num_layers": num_layers,
         "hidden_size": cfg.integer("hidden_size"),
-        "vocab_size": cfg.integer("vocab_size"),
+        "vocab_size": _vocab(cfg),
         "tie_word_embeddings": bool(tie),
-        "attention": _attention(cfg),
+        "attention": attention,
         "ffn": ffn,
-        "weights": _weights(cfg, ffn["kind"] == "moe"),
-        "sliding_window": _sliding_window(cfg, num_layers),
+        "weights": weights,
         "max_context": cfg.optional_int("max_position_embeddings"),
         "sources": {"default": f"HuggingFace config.json ({path or 'dict'})"},
         "notes": f"imported from a HuggingFace config ({architecture})",
     }
+    kinds = layer_fields(cfg, num_layers, attention, weights["embeddings"])
+    if kinds is None:
+        fields["sliding_window"] = _sliding_window(cfg, num_layers)
+    else:
+        fields.update(kinds)
+    if architecture in GEMMA4 and cfg.optional_int("hidden_size_per_layer_input", 0):
+        fields["per_layer_input"] = {
+            "hidden_size": cfg.integer("hidden_size_per_layer_input"),
+            "vocab_size": cfg.integer("vocab_size_per_layer_input", "vocab_size")}
     if (published_total is None) != (published_active is None):
         raise SpecError("give both published_total and published_active, or neither")
     if published_total is not None:

@@ -43,6 +43,7 @@ SPEC_TYPES: Final[dict[str, type[Accelerator] | type[Link] | type[System] | type
 
 # Tags of discriminated unions appear in pydantic's error locations; they are not field names.
 _UNION_TAGS: Final = frozenset({"gqa", "mha", "mqa", "mla", "dense", "moe"})
+_LAYER_TAGS: Final = frozenset({"full", "sliding", "chunked", "linear", "sparse", "shared"})
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -53,6 +54,10 @@ def _location(loc: tuple[int | str, ...]) -> str:
             continue
         if item in _UNION_TAGS and index > 0 and loc[index - 1] in ("attention", "ffn"):
             continue
+        if item in _LAYER_TAGS and index > 1 and loc[index - 2] == "kinds":
+            continue  # layers.kinds.<name>.<kind tag>
+        if item in ("str", "Repeat") and index > 1 and loc[index - 2] == "pattern":
+            continue  # the members of a pattern item's union
         if "[" in item or item.startswith("function-"):
             continue  # pydantic's internal validator names
         parts.append(("." if parts else "") + item)

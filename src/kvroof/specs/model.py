@@ -1,9 +1,10 @@
 """Model specs: the architecture fields that decide FLOPs, KV bytes and parameter counts.
 
-Attention is a discriminated union on ``kind``: ``gqa``/``mha``/``mqa`` (query heads, KV heads and
-``head_dim`` *as given by the model*, never hidden/heads) or ``mla`` (DeepSeek's multi-head latent
-attention). The FFN is ``dense`` (gated, three matrices) or ``moe`` (routed experts, optional
-shared experts and leading dense layers). Some layers may use a sliding window.
+Attention is a discriminated union on ``kind`` (:mod:`kvroof.specs.attention`): ``gqa``/``mha``/
+``mqa`` or ``mla``. The FFN is ``dense`` (gated, three matrices) or ``moe`` (routed experts,
+optional shared experts, leading or interleaved dense layers). Layers that do not all attend the
+same way are declared in ``layers`` (:mod:`kvroof.specs.layers`: sliding, chunked, linear,
+sparse and shared layers); ``sliding_window`` is the short form for a periodic sliding window.
 """
 
 from __future__ import annotations
@@ -12,10 +13,27 @@ import math
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from kvroof.errors import short_repr
+from kvroof.specs.attention import Attention, GQAAttention, MLAAttention
 from kvroof.specs.base import MAX_COUNT, PositiveInt, SourcedSpec, SpecModel, WeightDtype
+from kvroof.specs.layers import (
+    ATTENTION_KINDS,
+    FullLayer,
+    LayerKind,
+    Layers,
+    SharedLayer,
+    SlidingLayer,
+    SparseLayer,
+)
 
 __all__ = [
     "FFN",
@@ -25,6 +43,7 @@ __all__ = [
     "MLAAttention",
     "MoEFFN",
     "ModelSpec",
+    "PerLayerInput",
     "PublishedParams",
     "SlidingWindow",
     "WeightFormat",
@@ -57,54 +76,6 @@ def _parse_count(value: object) -> float:
 
 
 Count = Annotated[float, BeforeValidator(_parse_count)]
-
-
-class GQAAttention(SpecModel):
-    """Grouped-query attention; ``mha`` (KV heads = heads) and ``mqa`` (one KV head) are special
-    cases. ``qk_norm``: a per-head RMSNorm on queries and keys (Qwen3), counted in parameters."""
-
-    kind_name: ClassVar[str] = "attention"
-
-    kind: Literal["gqa", "mha", "mqa"] = "gqa"
-    num_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    head_dim: PositiveInt
-    qk_norm: bool = False
-
-    @model_validator(mode="after")
-    def _check(self) -> GQAAttention:
-        if self.num_heads % self.num_kv_heads:
-            raise ValueError(
-                f"num_heads ({self.num_heads}) is not divisible by num_kv_heads "
-                f"({self.num_kv_heads})"
-            )
-        if self.kind == "mha" and self.num_kv_heads != self.num_heads:
-            raise ValueError("kind 'mha' needs num_kv_heads == num_heads; use 'gqa'")
-        if self.kind == "mqa" and self.num_kv_heads != 1:
-            raise ValueError("kind 'mqa' needs num_kv_heads == 1; use 'gqa'")
-        return self
-
-
-class MLAAttention(SpecModel):
-    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
-
-    The KV cache per layer per token is the compressed latent (``kv_lora_rank``) plus the
-    decoupled RoPE key (``qk_rope_head_dim``), shared by all heads. ``q_lora_rank`` is ``None``
-    when queries are projected directly (DeepSeek-V2-Lite).
-    """
-
-    kind_name: ClassVar[str] = "attention"
-
-    kind: Literal["mla"]
-    num_heads: PositiveInt
-    q_lora_rank: PositiveInt | None
-    kv_lora_rank: PositiveInt
-    qk_nope_head_dim: PositiveInt
-    qk_rope_head_dim: PositiveInt
-    v_head_dim: PositiveInt
-
-
-Attention = Annotated[GQAAttention | MLAAttention, Field(discriminator="kind")]
 
 
 class SlidingWindow(SpecModel):
@@ -144,8 +115,10 @@ class DenseFFN(SpecModel):
 class MoEFFN(SpecModel):
     """Mixture of experts: ``num_experts`` routed gated experts of width
     ``expert_intermediate_size``, ``experts_per_token`` chosen per token, ``num_shared_experts``
-    always-on experts of width ``shared_expert_intermediate_size`` each, and ``first_k_dense``
-    leading layers that use a dense FFN of width ``dense_intermediate_size`` instead."""
+    always-on experts of width ``shared_expert_intermediate_size`` each. Layers that are not
+    MoE use a dense FFN of width ``dense_intermediate_size``: the ``first_k_dense`` leading
+    layers, and with ``moe_layer_step`` ``s > 1`` every layer ``i`` with ``(i + 1) % s != 0``
+    (Llama 4 Maverick's ``interleave_moe_layer_step`` 2: MoE on the odd layers)."""
 
     kind_name: ClassVar[str] = "ffn"
 
@@ -156,6 +129,7 @@ class MoEFFN(SpecModel):
     num_shared_experts: NonNegativeInt = 0
     shared_expert_intermediate_size: NonNegativeInt = 0
     first_k_dense: NonNegativeInt = 0
+    moe_layer_step: PositiveInt = 1
     dense_intermediate_size: PositiveInt | None = None
 
     @model_validator(mode="after")
@@ -170,9 +144,19 @@ class MoEFFN(SpecModel):
                 "num_shared_experts and shared_expert_intermediate_size must both be zero or "
                 "both positive"
             )
-        if self.first_k_dense > 0 and self.dense_intermediate_size is None:
-            raise ValueError("first_k_dense > 0 needs dense_intermediate_size")
+        if (self.first_k_dense > 0 or self.moe_layer_step > 1) \
+                and self.dense_intermediate_size is None:
+            raise ValueError("dense layers (first_k_dense or moe_layer_step) need "
+                             "dense_intermediate_size")
         return self
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) is a MoE layer."""
+        return layer >= self.first_k_dense and (layer + 1) % self.moe_layer_step == 0
+
+    def num_moe_layers(self, num_layers: int) -> int:
+        """MoE layers among ``num_layers``."""
+        return sum(1 for layer in range(num_layers) if self.is_moe_layer(layer))
 
 
 FFN = Annotated[DenseFFN | MoEFFN, Field(discriminator="kind")]
@@ -214,6 +198,26 @@ class PublishedParams(SpecModel):
         return self
 
 
+class PerLayerInput(SpecModel):
+    """Per-layer input embeddings (Gemma 3n and Gemma 4 E-models): a second embedding table of
+    ``vocab_size`` rows and ``num_layers x hidden_size`` columns, projected from the hidden state
+    too (``hidden x num_layers*hidden_size``), and in each layer a gate (``hidden x
+    hidden_size``) and a projection back (``hidden_size x hidden``)."""
+
+    kind_name: ClassVar[str] = "per-layer input"
+
+    hidden_size: PositiveInt
+    vocab_size: PositiveInt
+
+
+def _pattern_error(message: str, field: str, value: object) -> ValidationError:
+    """A validation error located at ``layers.<field>`` (raised from the ``layers`` validator,
+    pydantic prefixes ``layers``)."""
+    loc = tuple(int(part) if part.isdigit() else part for part in field.split("."))
+    return ValidationError.from_exception_data("layers", [InitErrorDetails(
+        type=PydanticCustomError("value_error", message), loc=loc, input=value)])
+
+
 class ModelSpec(SourcedSpec):
     """A decoder-only transformer as kvroof needs it."""
 
@@ -226,15 +230,55 @@ class ModelSpec(SourcedSpec):
     attention: Attention
     ffn: FFN
     sliding_window: SlidingWindow | None = None
+    layers: Layers | None = None
+    per_layer_input: PerLayerInput | None = None
     max_context: PositiveInt | None = None
     weights: WeightFormat = WeightFormat()
     published: PublishedParams | None = None
 
+    @field_validator("layers")
+    @classmethod
+    def _check_layers(cls, layers: Layers | None, info: ValidationInfo) -> Layers | None:
+        num_layers = info.data.get("num_layers")
+        if layers is None or num_layers is None:
+            return layers
+        if info.data.get("sliding_window") is not None:
+            raise ValueError("give sliding_window or layers, not both (a sliding kind in "
+                             "layers replaces sliding_window)")
+        names = layers.expanded()
+        if len(names) != num_layers:
+            raise _pattern_error(f"covers {len(names)} layers, but num_layers is {num_layers}",
+                                 "pattern", list(layers.pattern))
+        attention = info.data.get("attention")
+        ffn = info.data.get("ffn")
+        for name, kind in layers.kinds.items():
+            if isinstance(kind, SparseLayer) and not isinstance(attention, MLAAttention):
+                raise _pattern_error("a sparse layer attends through the model's MLA "
+                                     "attention, but attention is not mla", f"kinds.{name}",
+                                     name)
+            if kind.ffn_intermediate_size is not None and isinstance(ffn, MoEFFN):
+                raise _pattern_error("sets a dense FFN width, but the model's FFN is moe",
+                                     f"kinds.{name}.ffn_intermediate_size",
+                                     kind.ffn_intermediate_size)
+            if not isinstance(kind, SharedLayer):
+                continue
+            if kind.source >= num_layers:
+                raise _pattern_error(f"layer {kind.source} does not exist ({num_layers} layers)",
+                                     f"kinds.{name}.source", kind.source)
+            source = layers.kind(names[kind.source])
+            if source.kind not in ATTENTION_KINDS:
+                raise _pattern_error(
+                    f"layer {kind.source} is a {source.kind} layer, which keeps no KV to share "
+                    f"(a source must be one of {', '.join(ATTENTION_KINDS)})",
+                    f"kinds.{name}.source", kind.source)
+        return layers
+
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        if isinstance(self.ffn, MoEFFN) and self.ffn.first_k_dense > self.num_layers:
+        ffn = self.ffn
+        if isinstance(ffn, MoEFFN) and ffn.first_k_dense > self.num_layers:
             raise ValueError(
-                f"ffn.first_k_dense ({self.ffn.first_k_dense}) exceeds num_layers "
+                f"ffn.first_k_dense ({ffn.first_k_dense}) exceeds num_layers "
                 f"({self.num_layers})"
             )
         return self
@@ -248,18 +292,61 @@ class ModelSpec(SourcedSpec):
         return isinstance(self.attention, MLAAttention)
 
     @property
+    def layer_kinds(self) -> tuple[tuple[str, LayerKind], ...]:
+        """``(kind name, kind)`` of every layer, in order (``full`` and ``sliding`` from
+        ``sliding_window`` when no ``layers`` are given). Computed when read (a copy made with
+        ``model_copy(update=...)`` is not validated again, so nothing is cached)."""
+        return self._resolve_layer_kinds()
+
+    def _resolve_layer_kinds(self) -> tuple[tuple[str, LayerKind], ...]:
+        if self.layers is not None:
+            layers = self.layers
+            return tuple((name, layers.kind(name)) for name in layers.expanded())
+        full: LayerKind = FullLayer()
+        window = self.sliding_window
+        if window is None:
+            return tuple(("full", full) for _ in range(self.num_layers))
+        sliding: LayerKind = SlidingLayer(kind="sliding", window=window.size)
+        return tuple(("sliding", sliding) if window.is_sliding(i) else ("full", full)
+                     for i in range(self.num_layers))
+
+    @property
+    def has_layer_kinds(self) -> bool:
+        """Whether any layer attends other than through full attention."""
+        return any(kind.kind != "full" or getattr(kind, "attention", None) is not None
+                   for _, kind in self.layer_kinds)
+
+    def kind_attention(self, kind: LayerKind) -> Attention:
+        """The attention of a layer kind (its own, else the model's); a shared layer has its
+        source's."""
+        if isinstance(kind, SharedLayer):
+            return self.kind_attention(self.layer_kinds[kind.source][1])
+        own = getattr(kind, "attention", None)
+        return own if own is not None else self.attention
+
+    def count_kind(self, kind: str) -> int:
+        """Layers of kind ``kind`` (``full``, ``sliding``, ``chunked``, ``linear``, ``sparse``,
+        ``shared``)."""
+        return sum(1 for _, layer in self.layer_kinds if layer.kind == kind)
+
+    @property
     def num_sliding_layers(self) -> int:
         """Layers that attend through a sliding window (0 without one)."""
-        return 0 if self.sliding_window is None else self.sliding_window.count(self.num_layers)
+        return self.count_kind("sliding")
 
     @property
     def num_full_layers(self) -> int:
-        """Layers that attend to the whole context."""
-        return self.num_layers - self.num_sliding_layers
+        """Layers of kind ``full`` (attention over the whole context with KV of their own)."""
+        return self.count_kind("full")
 
     def architecture(self) -> dict[str, Any]:
-        """The fields that decide FLOPs, KV bytes and parameters (no names, sources, notes)."""
-        return self.model_dump(include=set(ARCHITECTURE_FIELDS))
+        """The fields that decide FLOPs, KV bytes and parameters (no names, sources, notes).
+        ``layers`` is given layer by layer (the kinds' definitions in order), so a compact
+        pattern and the explicit list it stands for compare equal."""
+        data = self.model_dump(include=set(ARCHITECTURE_FIELDS))
+        if self.layers is not None:
+            data["layers"] = [kind.model_dump() for _, kind in self.layer_kinds]
+        return data
 
 
 ARCHITECTURE_FIELDS = (
@@ -270,5 +357,7 @@ ARCHITECTURE_FIELDS = (
     "attention",
     "ffn",
     "sliding_window",
+    "layers",
+    "per_layer_input",
     "weights",
 )

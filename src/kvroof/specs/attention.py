@@ -1,0 +1,67 @@
+"""Attention shapes: grouped-query (GQA, MQA, MHA) and multi-head latent attention (MLA).
+
+A discriminated union on ``kind``: ``gqa``/``mha``/``mqa`` (query heads, KV heads and
+``head_dim`` *as given by the model*, never hidden/heads) or ``mla`` (DeepSeek's multi-head latent
+attention).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from kvroof.specs.base import PositiveInt, SpecModel
+
+__all__ = ["Attention", "GQAAttention", "MLAAttention"]
+
+
+class GQAAttention(SpecModel):
+    """Grouped-query attention; ``mha`` (KV heads = heads) and ``mqa`` (one KV head) are special
+    cases. ``qk_norm``: a per-head RMSNorm on queries and keys (Qwen3), counted in parameters.
+    ``output_gate``: a sigmoid gate on the attention output computed by the query projection,
+    which then has twice the query width (Qwen3-Next and Qwen3.5 ``attn_output_gate``)."""
+
+    kind_name: ClassVar[str] = "attention"
+
+    kind: Literal["gqa", "mha", "mqa"] = "gqa"
+    num_heads: PositiveInt
+    num_kv_heads: PositiveInt
+    head_dim: PositiveInt
+    qk_norm: bool = False
+    output_gate: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> GQAAttention:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads ({self.num_heads}) is not divisible by num_kv_heads "
+                f"({self.num_kv_heads})"
+            )
+        if self.kind == "mha" and self.num_kv_heads != self.num_heads:
+            raise ValueError("kind 'mha' needs num_kv_heads == num_heads; use 'gqa'")
+        if self.kind == "mqa" and self.num_kv_heads != 1:
+            raise ValueError("kind 'mqa' needs num_kv_heads == 1; use 'gqa'")
+        return self
+
+
+class MLAAttention(SpecModel):
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
+
+    The KV cache per layer per token is the compressed latent (``kv_lora_rank``) plus the
+    decoupled RoPE key (``qk_rope_head_dim``), shared by all heads. ``q_lora_rank`` is ``None``
+    when queries are projected directly (DeepSeek-V2-Lite).
+    """
+
+    kind_name: ClassVar[str] = "attention"
+
+    kind: Literal["mla"]
+    num_heads: PositiveInt
+    q_lora_rank: PositiveInt | None
+    kv_lora_rank: PositiveInt
+    qk_nope_head_dim: PositiveInt
+    qk_rope_head_dim: PositiveInt
+    v_head_dim: PositiveInt
+
+
+Attention = Annotated[GQAAttention | MLAAttention, Field(discriminator="kind")]
