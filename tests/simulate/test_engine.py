@@ -148,3 +148,21 @@ def test_same_seed_same_output() -> None:
     other = simulate(prepare_trace(base, rps=30.0, seed=8, output_tokens="exp:40"),
                      [paper_testbed()] * 2, SimSettings(router="least-loaded"))
     assert not np.array_equal(other.requests["ttft"], runs[0].requests["ttft"])
+
+
+@pytest.mark.parametrize(("model", "system", "tp"), [
+    ("gpt-oss-20b", "gh200", 1),               # sliding windows (fast-forwarded when saturated)
+    ("llama-4-scout-17b-16e", "dgx-h100", 4),  # chunked layers (stepped: keys fall every chunk)
+    ("qwen3-next-80b-a3b", "dgx-h100", 4),     # linear layers with a fixed state per request
+    ("deepseek-v3.2", "hgx-h200", 8),          # sparse attention (top-k capped decodes)
+])
+def test_attention_families(model: str, system: str, tp: int) -> None:
+    """Models whose decode cost is not linear in the context: each step's capped key counts
+    come from the iteration model's own rule (capped_sums); fast-forwarding, where it applies,
+    equals stepping; tokens and KV space are conserved."""
+    dep = deployment(model, system=system, registry=REG, tp=tp)
+    trace = prepare_trace(table_trace([200, 3000] * 10, [4000, 0] * 10, 40), rps=4.0, seed=2)
+    fast = simulate(trace, [dep], SimSettings(), check=True)
+    slow = simulate(trace, [dep], SimSettings(fast_forward=False), check=True)
+    assert np.allclose(fast.requests["finish"], slow.requests["finish"], rtol=1e-9, atol=0)
+    _conserved(fast)

@@ -107,7 +107,7 @@ class Engine:
         self.d2h = Link()
         self.power = PowerModel(res.idle_power, res.tdp, settings.power_cap)
         self.skip = settings.scheduler == "utilization-aware"
-        self.window = self.m.window
+        self.caps = self.m.caps  # decode rules not linear in the context (windows, chunks)
         self.now = 0.0
         self.next_time = math.inf
         self.pending: _Run | None = None
@@ -350,10 +350,11 @@ class Engine:
         asynchronous = external > 0 and self.settings.load_mode == "async"
         rest = request.prompt - hbm_tokens - external
         n = 0 if asynchronous else (rest if rest < budget else budget)
+        state = self.res.state_tokens  # a linear layer's fixed state, once per request
         pinned = request.block_ids[:blocks]
         if pinned:
             pool.pin(pinned)
-        if not pool.allocate(external + n):
+        if not pool.allocate(external + n + state):
             if pinned:
                 pool.unpin(pinned)
             return BLOCKED, 0
@@ -366,7 +367,7 @@ class Engine:
         request.computed = request.prompt - hbm_tokens - external - recompute
         request.loaded = external
         request.load_time = seconds
-        request.private = external + n
+        request.private = external + n + state
         request.prefilled = hbm_tokens + external
         if external:
             self._touch(request, blocks, host, tier)
@@ -401,20 +402,16 @@ class Engine:
     # -- an iteration ---------------------------------------------------------------------------
     def _decode_cost(self, decodes: int, step: int) -> tuple[float, float]:
         context_sum = self.decode_base + decodes * step
-        windowed = 0.0
-        if self.window is not None:
-            windowed = self._windowed_sum(step)
-        return self.m.decode_batch(decodes, context_sum, windowed)
+        if not self.caps:
+            return self.m.decode_batch(decodes, context_sum)
+        return self.m.decode_batch(decodes, context_sum, self._capped_sums(step))
 
-    def _windowed_sum(self, step: int) -> float:
-        assert self.window is not None
-        window = self.window
-        total = 0.0
-        for request in self.running.values():
-            if request.state == DECODE:
-                context = request.decode_base + step
-                total += min(context + 1.0, window)
-        return total
+    def _contexts(self, step: int) -> list[int]:
+        return [r.decode_base + step for r in self.running.values() if r.state == DECODE]
+
+    def _capped_sums(self, step: int) -> tuple[float, ...]:
+        """Keys the decodes score under each capped rule (window, chunk) at ``step``."""
+        return self.m.capped_sums(self._contexts(step))
 
     def _run_iteration(self, decodes: int, prefill_tokens: int) -> None:
         m = self.m
@@ -549,9 +546,10 @@ class Engine:
         limit = min(limit, 1 + self.pool.available // decodes)
         if limit <= 1:
             return False
-        if self.window is not None:
-            shortest = min(r.decode_base for r in self.running.values() if r.state == DECODE)
-            if shortest + self.step_no + 1 < self.window:
+        if self.caps:  # closed form only where every capped rule is saturated
+            if any(rule != "window" for rule, _ in self.caps):
+                return False  # a chunk's keys fall back to 1 at every chunk boundary
+            if min(self._contexts(self.step_no)) + 1 < max(span for _, span in self.caps):
                 return False
         horizon = math.inf
         while self.loads and self.loads[0][2].state != LOADING:

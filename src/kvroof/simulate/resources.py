@@ -1,15 +1,17 @@
 """What a replica's hardware gives the simulated engine, all from the cost model.
 
 - KV space in HBM, per TP rank: ``HBM x memory_utilization - weights per rank - activation
-  reserve`` (:mod:`kvroof.cost.memory_fit`, :mod:`kvroof.cost.weights`), in tokens of
-  :func:`kvroof.cost.transfer.kv_bytes_per_rank` each. A deployment whose weights do not fit is
-  refused with :func:`kvroof.cost.memory_fit.check_fit`'s one-line error. Sliding-window layers
-  are counted for every token (the engine allocates them whole, as vLLM before its hybrid
-  allocator did), which overstates their footprint; their compute is exact.
+  reserve`` (:mod:`kvroof.cost.memory_fit`, :mod:`kvroof.cost.weights`), in tokens of the
+  bytes one rank holds per position (the deployment's ``terms.hold``, the quantity behind
+  :func:`kvroof.cost.transfer.kv_bytes_per_rank`). A deployment whose weights do not fit is
+  refused with :func:`kvroof.cost.memory_fit.check_fit`'s one-line error. Window and chunk
+  layers are counted for every token (the engine allocates them whole, as vLLM before its hybrid
+  allocator did), which overstates their footprint; their compute is exact. A linear-attention
+  layer's fixed state takes its bytes once per request.
 - Host DRAM for cached KV, per replica: ``dram_cache`` bytes, or the replica's share (its GPUs
   over the system's) of the system's host memory (``capacity_per_socket x sockets``). Each
-  token takes the bytes every loading rank stores (:func:`kvroof.cost.transfer.
-  load_bytes_per_rank` x the ranks that load).
+  token takes the bytes every loading rank stores (``terms.load`` per position, the quantity
+  behind :func:`kvroof.cost.transfer.load_bytes_per_rank`, x the ranks that load).
 - A further tier (a system tier by name: NVMe, CXL, a remote store): its capacity shared the same
   way, loads timed by the cost model with all of the tokens on that tier
   (``tier_fractions = {name: 1}``).
@@ -25,7 +27,6 @@ from dataclasses import dataclass
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.iteration import IterationModel
 from kvroof.cost.memory_fit import check_fit
-from kvroof.cost.transfer import kv_bytes_per_rank, load_bytes_per_rank
 from kvroof.errors import KvroofError
 from kvroof.simulate.settings import SimSettings, vllm_batch_defaults
 from kvroof.specs.registry import Registry, default_registry
@@ -43,6 +44,8 @@ class ReplicaResources:
     tier_model: IterationModel | None
     hbm_tokens: int
     kv_bytes_per_token: float
+    state_tokens: int
+    """KV space a request's fixed state (linear-attention layers) takes, in tokens."""
     dram_tokens: float
     tier_tokens: float
     host_bytes_per_token: float
@@ -81,7 +84,10 @@ def replica_resources(dep: Deployment, settings: SimSettings,
     weights do not fit, and KV space that is not positive)."""
     check_fit(dep)
     notes: list[str] = []
-    per_token = float(kv_bytes_per_rank(dep, 1.0))
+    hold = dep.terms.hold  # KV bytes one rank holds, by term (kvroof.cost.kv_terms)
+    per_token = (hold.per_token + sum(c for _, c in hold.windows)
+                 + sum(c for _, c in hold.chunks))
+    state_tokens = math.ceil(hold.fixed / per_token) if hold.fixed else 0
     space = (dep.accelerator.hbm_capacity * dep.memory_utilization - dep.weight_bytes.total
              - settings.activation_reserve)
     if space < per_token:
@@ -94,11 +100,13 @@ def replica_resources(dep: Deployment, settings: SimSettings,
         hbm_tokens = settings.kv_tokens
         notes.append(f"KV space set to {hbm_tokens:,} tokens per GPU (the HBM leaves "
                      f"{int(space // per_token):,})")
-    if dep.model.sliding_window is not None:
-        notes.append("sliding-window layers are allocated for every token (overstates KV "
-                     "space in use)")
+    if hold.windows or hold.chunks:
+        notes.append("window and chunk layers are allocated for every token (overstates the "
+                     "KV space in use)")
     loading_ranks = 1 if dep.loads_on_first_rank_only else dep.tp
-    host_per_token = float(load_bytes_per_rank(dep, 1.0)) * loading_ranks
+    load = dep.terms.load
+    host_per_token = (load.per_token + sum(c for _, c in load.windows)
+                      + sum(c for _, c in load.chunks)) * loading_ranks
     if settings.cache_policy == "recompute":
         dram_tokens = 0.0
     elif settings.dram_cache is not None:
@@ -146,7 +154,8 @@ def replica_resources(dep: Deployment, settings: SimSettings,
     eta = dep.resolved_overlap_efficiency
     return ReplicaResources(
         dep=dep, model=IterationModel(dep), tier_model=tier_model, hbm_tokens=hbm_tokens,
-        kv_bytes_per_token=per_token, dram_tokens=dram_tokens, tier_tokens=tier_tokens,
+        kv_bytes_per_token=per_token, state_tokens=state_tokens, dram_tokens=dram_tokens,
+        tier_tokens=tier_tokens,
         host_bytes_per_token=host_per_token, budget=budget, max_seqs=seqs,
         layers=dep.model.num_layers, overlap_efficiency=float(eta), gpus=dep.tp,
         tdp=dep.accelerator.tdp, idle_power=idle, max_context=dep.model.max_context,
