@@ -1,5 +1,5 @@
-"""The report's serving-simulation section: present with `simulation:` in the config, absent
-without; bad keys are one line naming the key."""
+"""The report's serving-simulation section: present by default, set by `simulation:` in the
+config, absent with `simulation: null`; bad keys are one line naming the key."""
 
 from __future__ import annotations
 
@@ -26,6 +26,15 @@ def test_simulation_section(tmp_path: Path) -> None:
     keys = [f.key for f in result.figures]
     assert "simulation-ttft" in keys and "simulation-timeline" in keys
     assert "Serving simulation" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_simulation_by_default_and_null_leaves_it_out(tmp_path: Path) -> None:
+    from kvroof.report.config import ReportConfig, SimulationReport
+
+    assert ReportConfig().simulation == SimulationReport()  # the Mooncake slice, paper testbed
+    config_file = tmp_path / "report.yaml"
+    config_file.write_text("simulation: null\n")
+    assert load_report_config(config_file, REG).simulation is None
 
 
 @pytest.mark.parametrize(("text", "field"), [

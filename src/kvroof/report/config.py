@@ -197,8 +197,9 @@ class ReportConfig(_Strict):
     workloads: list[WorkloadTrace] = Field(default_factory=list)
     workload_deployments: list[WorkloadDeployment] = Field(
         default_factory=_default_workload_deployments, min_length=1)
-    simulation: SimulationReport | None = None
-    """A serving-simulation section (``simulation: {}`` for the defaults)."""
+    simulation: SimulationReport | None = Field(default_factory=lambda: SimulationReport())
+    """The serving-simulation section (by default the Mooncake slice shipped with kvroof on four
+    paper testbeds; ``simulation: null`` leaves it out)."""
     measurements: Path | None = None
     """A `kvroof measure` output folder: calibrate on it and add measured-vs-predicted figures."""
     measured_system: str | None = None
