@@ -125,6 +125,11 @@ class SimulationReport(_Strict):
                                          min_length=1)
     cache_policies: list[_Policy] = Field(default_factory=lambda: list(get_args(_Policy)),
                                           min_length=1)
+    paper_load_models: list[str] = Field(
+        default_factory=lambda: ["qwen3-235b-a22b", "llama-3.1-70b"])
+    """Models served with the paper's loads (ShareGPT and NarrativeQA at 70 requests/s on its
+    testbed, :mod:`kvroof.simulate.paper`), beside its tokens per iteration and power; [] for
+    none."""
 
     @field_validator("trace")
     @classmethod
@@ -304,6 +309,13 @@ class ReportConfig(_Strict):
                                      **self.settings(tp=sim.tp)))
             except KvroofError as error:
                 raise SpecError(str(error), path, "simulation") from None
+            for i, model in enumerate(sim.paper_load_models):
+                try:
+                    check_fit(deployment(model, system="paper-testbed", tp=8,
+                                         registry=registry))
+                except KvroofError as error:
+                    raise SpecError(str(error), path,
+                                    f"simulation.paper_load_models[{i}]") from None
 
     def check_names(self, registry: Registry, path: Path | str = "<config>") -> None:
         """Raise a one-line error for any unknown model, accelerator, link or system, or a
@@ -326,7 +338,9 @@ class ReportConfig(_Strict):
             checks.append(("measured_system", "system", self.measured_system))
         if self.simulation is not None:
             checks += [("simulation.model", "model", self.simulation.model),
-                       ("simulation.system", "system", self.simulation.system)]
+                       ("simulation.system", "system", self.simulation.system),
+                       *((f"simulation.paper_load_models[{i}]", "model", m)
+                         for i, m in enumerate(self.simulation.paper_load_models))]
         for i, entry in enumerate(self.workload_deployments):
             if (entry.system is None) == (entry.accelerator is None):
                 raise SpecError("give a system or an accelerator (not both)", path,

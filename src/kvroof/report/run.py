@@ -322,7 +322,7 @@ def _build_into(
 
     tables += validation_tables(validation_result)
     if section is not None:
-        tables.append(section.table)
+        tables += section.tables
     figures = []
     for index, (key, title, make) in enumerate(specs, start=2):
         tick = time.perf_counter()
