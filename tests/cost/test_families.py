@@ -100,12 +100,13 @@ def test_chunked_layers_by_hand_llama4_scout() -> None:
 def test_shared_layers_by_hand_gemma4_e2b() -> None:
     """Gemma-4-E2B: layers 0-14 keep KV (12 sliding of 512 tokens, 1 KV head x 256; 3 full, 1 x
     512), layers 15-34 reuse layers 13 and 14. For K = 1000: 3 x 2 x 512 x 2 B x 1000 + 12 x 2 x
-    256 x 2 B x min(1000, 512) = 6,144,000 + 6,291,456 bytes, nothing for the 20 sharing layers.
+    256 x 2 B x min(1000, 511) = 6,144,000 + 6,279,168 bytes (a window-512 query sees its own key
+    and 511 earlier ones), nothing for the 20 sharing layers.
     Their attention costs as their source's: 16 + 12 sliding layers and 4 + 3 full layers score
     pairs at 4 x 8 x 256 = 8,192 and 4 x 8 x 512 = 16,384 FLOPs; a sharing layer projects only
     its query and output (2 x 2 x 1536 x 8 x 256 = 12,582,912 FLOPs a token for a sliding one)."""
     model = REG.model("gemma-4-e2b")
-    assert kv_bytes(model, 1000) == 6_144_000 + 6_291_456
+    assert kv_bytes(model, 1000) == 6_144_000 + 6_279_168
     t, k = 64, 1000
     sliding = attention_pairs(t, k, window=512)
     full = attention_pairs(t, k)

@@ -15,9 +15,7 @@ Adjustments applied to every model:
   the same size).
 - KV bytes: the bytes of the keys and values tensors of every cache layer after a real forward
   pass (bf16). A sliding-window layer of transformers' ``DynamicSlidingWindowLayer`` keeps the
-  last ``W - 1`` positions (all a window-``W`` query needs besides itself), kvroof's ``kv_bytes``
-  keeps ``min(P, W)``: one position more per sliding layer once ``P >= W``; the test adds that
-  position's bytes to transformers' side and says so.
+  last ``W - 1`` positions (all a window-``W`` query needs besides itself), as kvroof does.
 - FLOPs: the attention core is counted by torch over the whole ``queries x keys`` rectangle the
   kernel multiplies (a causal prefix, a sliding window's ``W - 1 + T`` keys); the test scales it
   to the unmasked pairs counted from the boolean mask the model built for that layer. The
@@ -262,8 +260,7 @@ def test_kv_bytes(name: str, new_tokens: int, cached_tokens: int) -> None:
             assert spec.sliding_window is not None
             window = spec.sliding_window.size
             assert held.tokens == min(positions, window - 1)
-            # kvroof keeps min(P, W): one position more once P >= W (see the module docstring)
-            hf_total += held.nbytes + (min(positions, window) - held.tokens) * per_layer
+            hf_total += held.nbytes
         else:
             assert held.tokens == positions
             hf_total += held.nbytes

@@ -12,7 +12,10 @@ elementwise, RoPE and biases are not counted):
   indexer key, ``indexer.head_dim`` elements in ``indexer.key_dtype`` plus
   ``indexer.key_scale_bytes``; linear and shared layers hold none.
 - **Positions a layer holds for ``K`` cached tokens**: full and sparse ``K``; sliding
-  ``min(K, W)``; chunked ``K mod C`` (the current chunk; every earlier chunk is out of reach);
+  ``min(K, W - 1)`` (the next query, at position ``K``, sees ``K - W + 1 .. K``: its own key and
+  ``W - 1`` earlier ones; vLLM's ``SlidingWindowManager`` frees the rest,
+  ``get_num_skipped_tokens = K - W + 1``); chunked ``K mod C`` (the current chunk; every earlier
+  chunk is out of reach, vLLM's ``ChunkedLocalAttentionManager`` skips ``floor(K/C) x C``);
   linear and shared none. A linear layer holds a **fixed state** per request instead:
   ``num_value_heads x key_head_dim x value_head_dim`` in ``state_dtype`` plus the convolution
   state, ``channels x (conv_kernel - 1)`` in ``conv_dtype``.
@@ -75,7 +78,8 @@ class LayerGroup:
     ``rule`` counts the pairs of the main attention (``window`` with ``span`` = W or a sparse
     layer's top-k, ``chunk`` with ``span`` = C, ``none`` for linear layers). ``holds`` says how
     many positions the layer keeps for ``K`` cached tokens: ``all`` (K), ``window``
-    (``min(K, span)``), ``chunk`` (``K mod span``) or ``none``."""
+    (``min(K, keep)``, ``keep`` = W - 1), ``chunk`` (``K mod keep``, ``keep`` = C) or
+    ``none``."""
 
     name: str
     kind: str
@@ -89,6 +93,10 @@ class LayerGroup:
     holds: Literal["all", "window", "chunk", "none"]
     rule: PairRule
     span: float
+    keep: float
+    """What a window or chunk layer keeps of ``K`` cached tokens: ``min(K, keep)`` with ``keep`` =
+    W - 1 for a window (the query at position ``K`` sees ``W - 1`` earlier keys besides its own),
+    ``K mod keep`` with ``keep`` = C for a chunk; 0 for the other layers."""
     kv_heads: int | None
     """GQA KV heads (a TP rank holds ``max(1/TP, 1/kv_heads)``); ``None``: every rank holds it
     all (MLA latent, indexer keys); linear layers split their heads over the ranks."""
@@ -116,6 +124,14 @@ class LayerGroup:
     def kv_bytes_per_position(self, kv_dtype: str) -> float:
         """Bytes per cached position per layer in ``kv_dtype``."""
         return self.kv_elements * dtype_bytes(kv_dtype) + self.extra_bytes
+
+    @property
+    def most_kept(self) -> float:
+        """The most positions a window or chunk layer keeps between passes (W - 1, C - 1); 0 for
+        the others."""
+        if self.holds == "window":
+            return self.keep
+        return self.keep - 1.0 if self.holds == "chunk" else 0.0
 
 
 def kv_elements(attention: Attention) -> int:
@@ -228,6 +244,7 @@ def _attention_group(model: ModelSpec, name: str, kind: LayerKind, count: int,
     holds = "none" if shared else {"full": "all", "window": "window", "chunk": "chunk"}[rule]
     if sparse:
         holds = "all"
+    keep = {"window": span - 1.0, "chunk": span}.get(holds, 0.0)
     projections = attention_projection_flops(attention, d, with_kv=not shared)
     absorbed = mla_absorbed_flops(attention) if (isinstance(attention, MLAAttention)
                                                  and mode == "absorbed") else 0.0
@@ -236,7 +253,7 @@ def _attention_group(model: ModelSpec, name: str, kind: LayerKind, count: int,
     return LayerGroup(
         name=name, kind=kind.kind, count=count,
         kv_elements=0 if shared else kv_elements(attention), extra_bytes=0.0 if shared else extra,
-        state_bytes=0.0, holds=holds, rule=rule, span=span,  # type: ignore[arg-type]
+        state_bytes=0.0, holds=holds, rule=rule, span=span, keep=keep,  # type: ignore[arg-type]
         kv_heads=attention.num_kv_heads if isinstance(attention, GQAAttention) else None,
         mla=is_mla, projections=projections, absorbed=absorbed, decode_projections=projections,
         per_pair=attention_pair_flops(attention, mode), index_pair=index_pair,
@@ -250,7 +267,7 @@ def _linear_group(model: ModelSpec, name: str, kind: LinearLayer, count: int) ->
     projections = linear_projection_flops(kind, model.hidden_size)
     return LayerGroup(
         name=name, kind="linear", count=count, kv_elements=0, extra_bytes=0.0,
-        state_bytes=linear_state_bytes(kind), holds="none", rule="none", span=0.0,
+        state_bytes=linear_state_bytes(kind), holds="none", rule="none", span=0.0, keep=0.0,
         kv_heads=None, mla=False, projections=projections + linear_core_flops(kind), absorbed=0.0,
         decode_projections=projections + linear_core_flops(kind, decode=True),
         per_pair=0.0, index_pair=0.0, index_tokens=0.0, up=0.0, source=None, tensors=2,
