@@ -295,6 +295,26 @@ def test_family_active_rounds_to_published(
     assert abs(ours - published) <= unit / 2, how
 
 
+def test_minimax_qk_norms_span_all_heads(registry: Registry) -> None:
+    """MiniMax-M2.5's q/k RMSNorms normalize the whole query and key projections
+    (qk_norm_type per_layer; transformers modeling_minimax_m2.py: q_norm over 48 x 128, k_norm
+    over 8 x 128 channels): (48 + 8) x 128 = 7,168 weights a layer, 62 x 7,168 = 444,416 in all,
+    where a per-head norm would have 2 x 128 = 256 a layer (62 x 256 = 15,872): 428,544 more. At
+    TP 8 the query norm splits with the heads (768 a rank) and the key norm with the KV heads
+    (128 a rank), as vLLM's MiniMaxText01RMSNormTP shards them."""
+    from kvroof.cost.params import layer_params
+
+    model = registry.model("minimax-m2.5")
+    per_head = model.model_copy(update={"attention": model.attention.model_copy(
+        update={"qk_norm_scope": "per_head"})})
+    assert param_counts(model).total - param_counts(per_head).total == 62 * (7168 - 256)
+    att = layer_params(model, dict(model.layer_kinds)["full"])
+    d = 3072
+    assert att.per_head == 2 * d * 48 * 128 + 48 * 128  # q and o projections + q norm
+    assert att.per_kv_head == 2 * d * 8 * 128 + 8 * 128  # k and v projections + k norm
+    assert att.replicated == 0
+
+
 def test_deepseek_v32_active_is_v3_plus_indexers(registry: Registry) -> None:
     """DeepSeek gives V3.2 no active count of its own; its 37B is V3's, and every token also
     passes through the 61 indexers (851,517,056 parameters, derived in

@@ -75,9 +75,7 @@ class Architecture:
 
     ``router``: the ``mlp`` submodule that scores experts; ``shared``: the ``mlp`` submodule of
     the shared experts; ``mla_up``: the attention submodule that expands latents into keys and
-    values (kvroof's ``mla_up``); ``qk_norm_across_heads``: ``q_norm``/``k_norm`` normalize the
-    whole query and key projections (``h*dh`` and ``hkv*dh`` weights) where kvroof's spec
-    counts a per-head norm (``2*dh`` a layer), see :func:`_qk_norm_excess`; ``note``: anything
+    values (kvroof's ``mla_up``); ``note``: anything
     transformers does that kvroof counts differently, beyond the adjustments in the module
     docstring.
     """
@@ -85,7 +83,6 @@ class Architecture:
     router: str | None = None
     shared: str | None = None
     mla_up: str | None = None
-    qk_norm_across_heads: bool = False
     note: str = ""
 
 
@@ -107,9 +104,9 @@ ARCHITECTURES: dict[str, Architecture] = {
         router="gate", shared="shared_experts",
         note="GLM-4.7: q/k/v biases left out; leading dense layers"),
     "MiniMaxM2ForCausalLM": Architecture(
-        router="gate", qk_norm_across_heads=True,
-        note="qk_norm_type per_layer: one RMSNorm over all heads' queries (and keys); the "
-             "registry spec says kvroof counts 2 x head_dim"),
+        router="gate",
+        note="qk_norm_type per_layer: one RMSNorm over all heads' queries (and keys), "
+             "qk_norm_scope all_heads in kvroof's spec"),
     "GptOssForCausalLM": Architecture(
         router="router",
         note="biases on attention, router and experts and the per-head sinks are left out of "
@@ -193,18 +190,6 @@ def _left_out(parameter: str) -> bool:
     return leaf == "bias" or leaf.endswith("_bias") or leaf == "sinks"
 
 
-def _qk_norm_excess(model: Any) -> int:
-    """Weights of q/k norms that span all heads beyond the ``2 * head_dim`` a layer that kvroof's
-    spec counts for a per-head norm (MiniMax-M2.5: 62 x (6144 + 1024 - 256) = 428,544)."""
-    excess = 0
-    for layer in model.model.layers:
-        attention = layer.self_attn
-        norms = attention.q_norm.weight.numel() + attention.k_norm.weight.numel()
-        assert norms > 2 * attention.head_dim, "q/k norms per head: no adjustment needed"
-        excess += norms - 2 * attention.head_dim
-    return int(excess)
-
-
 @pytest.mark.parametrize("name", MODELS)
 def test_parameters(name: str) -> None:
     model = meta_run.full_model(name)
@@ -223,8 +208,6 @@ def test_parameters(name: str) -> None:
             assert parameter.numel() % num_experts == 0
             routed += parameter.numel()
             active_routed += parameter.numel() // num_experts * top_k
-    if ARCHITECTURES[meta_run.architecture(name)].qk_norm_across_heads:
-        total -= _qk_norm_excess(model)
     counts = param_counts(get_model(name))
     assert (total, total - routed + active_routed) == (counts.total, counts.active), (
         f"{name}: transformers {total:,} total / {total - routed + active_routed:,} active "

@@ -21,8 +21,9 @@ the tests with the difference stated, never by bending this):
 - per-layer inputs (Gemma 4 E-models): their embedding table (``vocab x layers*width``, looked
   up like the input embedding), the projection from the hidden state and each layer's gate,
   projection and norm;
-- RMSNorm weights: two per layer of ``hidden``, one final, and per-head q/k norms (``head_dim``
-  each) where the model has QK-norm.
+- RMSNorm weights: two per layer of ``hidden``, one final, and q/k norms where the model has
+  QK-norm (``head_dim`` each per layer, or ``heads x head_dim`` and ``kv_heads x head_dim`` for
+  norms over all heads, MiniMax-M2).
 
 Multi-token-prediction layers, vision and audio encoders are not counted.
 """
@@ -65,12 +66,16 @@ def _gqa_params(model: ModelSpec, att: GQAAttention, with_kv: bool) -> Attention
     d = model.hidden_size
     h, hkv, dh = att.num_heads, att.num_kv_heads, att.head_dim
     query = d * h * dh * (2 if att.output_gate else 1)
-    if not with_kv:
-        return AttentionParams(per_head=query + h * dh * d, per_kv_head=0,
-                               replicated=dh if att.qk_norm else 0, kv_heads=hkv)
-    norms = 2 * dh if att.qk_norm else 0
-    return AttentionParams(per_head=query + h * dh * d, per_kv_head=2 * d * hkv * dh,
-                           replicated=norms, kv_heads=hkv)
+    # q/k norms: one head_dim vector each (replicated), or over all heads (split with the heads
+    # they scale, as vLLM's MiniMaxText01RMSNormTP shards them)
+    per_head_norms = att.qk_norm and att.qk_norm_scope == "per_head"
+    q_norm = (dh if per_head_norms else h * dh) if att.qk_norm else 0
+    k_norm = (dh if per_head_norms else hkv * dh) if (att.qk_norm and with_kv) else 0
+    replicated = q_norm + k_norm if per_head_norms else 0
+    split_q, split_k = (0, 0) if per_head_norms else (q_norm, k_norm)
+    kv = 2 * d * hkv * dh if with_kv else 0
+    return AttentionParams(per_head=query + h * dh * d + split_q, per_kv_head=kv + split_k,
+                           replicated=replicated, kv_heads=hkv)
 
 
 def _mla_params(model: ModelSpec, att: MLAAttention, with_kv: bool) -> AttentionParams:

@@ -77,6 +77,10 @@ SUPPORTED_ARCHITECTURES: Final = (
 _QK_NORM: Final = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", *QWEN_LINEAR, *GEMMA3,
                              *GEMMA4})
 _WEIGHTLESS_QK_NORM: Final = LLAMA4
+# ... and those whose q/k RMSNorm spans all heads (one norm over the whole query projection and
+# one over the keys): MiniMax-M2 (config qk_norm_type "per_layer"; transformers'
+# MiniMaxM2Attention builds q_norm over num_attention_heads x head_dim whatever it says).
+_QK_NORM_ALL_HEADS: Final = frozenset({"MiniMaxM2ForCausalLM"})
 # Defaults of the HuggingFace classes for fields their configs may leave out.
 _VOCAB_DEFAULT: Final[dict[str, int]] = {arch: 262_208 for arch in GEMMA3}
 _TIE_DEFAULT: Final = GEMMA3 | GEMMA4
@@ -143,6 +147,9 @@ def _attention(cfg: _Config) -> dict[str, Any]:
         "head_dim": head_dim,
         "qk_norm": qk_norm,
     }
+    if qk_norm and cfg.architecture in _QK_NORM_ALL_HEADS:
+        attention["qk_norm_scope"] = "all_heads"
+
     gated = cfg.data.get("attn_output_gate", cfg.architecture == "Qwen3NextForCausalLM")
     if gated and cfg.architecture in QWEN_LINEAR:
         attention["output_gate"] = True
