@@ -61,7 +61,7 @@ TOTALS = [
     # Meta's ~109B includes Scout's vision encoder (with the projector about 1B, not counted here):
     # ours 107.77B is 1.1% below.
     ("llama-4-scout-17b-16e", 109e9, 0.015),
-    ("gemma-3-27b", 27e9, 0.01),  # ours 27.01B (the 0.4B SigLIP encoder left out)
+    ("gemma-3-27b", 27e9, 0.01),  # ours 27.009B (the 0.4B SigLIP encoder left out)
     ("minimax-m2.5", 229.9e9, 0.01),  # ours 228.69B
     ("qwen3-coder-480b-a35b", 480e9, 0.01),  # ours 480.15B
     # Moonshot's "48B" is the name's figure: ours 49.12B (26 MoE layers x 256 experts x 3 x 2304
@@ -293,6 +293,20 @@ def test_family_active_rounds_to_published(
             "without embedding": counts.active_without_embedding,
             "without embedding and head": counts.active - counts.embedding - counts.lm_head}[how]
     assert abs(ours - published) <= unit / 2, how
+
+
+def test_gemma_layers_have_four_norms(registry: Registry) -> None:
+    """Gemma 3 and 4 decoder layers normalize before and after attention and before and after
+    the FFN (transformers Gemma3DecoderLayer, Gemma4TextDecoderLayer: input_layernorm,
+    post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm): Gemma-3-27B
+    (4 x 62 + 1) x 5,376 = 1,338,624 norm weights, 62 x 2 x 5,376 = 666,624 more than two a
+    layer; total 27,009,346,304 against the report's 27B. Gemma-4-E2B (4 x 35 + 1) x 1,536 =
+    216,576 (its per-layer input norms are counted with the per-layer input)."""
+    gemma3 = param_counts(registry.model("gemma-3-27b"))
+    assert gemma3.norms == (4 * 62 + 1) * 5376 == 1_338_624
+    assert gemma3.total == 27_009_346_304
+    assert param_counts(registry.model("gemma-4-e2b")).norms == (4 * 35 + 1) * 1536
+    assert registry.model("llama-3.1-8b").layer_norms == 2
 
 
 def test_minimax_qk_norms_span_all_heads(registry: Registry) -> None:

@@ -21,7 +21,8 @@ the tests with the difference stated, never by bending this):
 - per-layer inputs (Gemma 4 E-models): their embedding table (``vocab x layers*width``, looked
   up like the input embedding), the projection from the hidden state and each layer's gate,
   projection and norm;
-- RMSNorm weights: two per layer of ``hidden``, one final, and q/k norms where the model has
+- RMSNorm weights: ``layer_norms`` per layer of ``hidden`` (two; four for Gemma 2, 3 and
+  4, which also normalize before and after the FFN), one final, and q/k norms where the model has
   QK-norm (``head_dim`` each per layer, or ``heads x head_dim`` and ``kv_heads x head_dim`` for
   norms over all heads, MiniMax-M2).
 
@@ -200,7 +201,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     per_kind = {name: layer_params(model, kind).total for name, kind in
                 dict(model.layer_kinds).items()}
     attention = sum(per_kind[name] for name, _ in model.layer_kinds)
-    norms = (2 * n_layers + 1) * d
+    norms = (model.layer_norms * n_layers + 1) * d
     ple_table = ple_projection = 0
     if model.per_layer_input is not None:
         ple = model.per_layer_input

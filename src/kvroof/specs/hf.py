@@ -340,6 +340,8 @@ def model_from_hf_config(
         fields["sliding_window"] = _sliding_window(cfg, num_layers)
     else:
         fields.update(kinds)
+    if architecture in GEMMA3 | GEMMA4:  # input, post-attention, pre- and post-feedforward
+        fields["norms_per_layer"] = 4
     if architecture in GEMMA4 and cfg.optional_int("hidden_size_per_layer_input", 0):
         fields["per_layer_input"] = {
             "hidden_size": cfg.integer("hidden_size_per_layer_input"),

@@ -232,6 +232,11 @@ class ModelSpec(SourcedSpec):
     sliding_window: SlidingWindow | None = None
     layers: Layers | None = None
     per_layer_input: PerLayerInput | None = None
+    norms_per_layer: PositiveInt | None = None
+    """RMSNorm weight vectors of ``hidden_size`` in each decoder layer (:attr:`layer_norms`):
+    ``None`` for 2 (before attention and before the FFN, Llama-style), 4 for Gemma 2, 3 and 4
+    (input, post-attention, pre-feedforward and post-feedforward norms, transformers
+    ``Gemma3DecoderLayer``)."""
     max_context: PositiveInt | None = None
     weights: WeightFormat = WeightFormat()
     published: PublishedParams | None = None
@@ -282,6 +287,12 @@ class ModelSpec(SourcedSpec):
                 f"({self.num_layers})"
             )
         return self
+
+    @property
+    def layer_norms(self) -> int:
+        """RMSNorm weight vectors of ``hidden_size`` per decoder layer (2 unless
+        ``norms_per_layer`` says otherwise)."""
+        return 2 if self.norms_per_layer is None else self.norms_per_layer
 
     @property
     def is_moe(self) -> bool:
@@ -359,5 +370,6 @@ ARCHITECTURE_FIELDS = (
     "sliding_window",
     "layers",
     "per_layer_input",
+    "norms_per_layer",
     "weights",
 )
