@@ -309,6 +309,23 @@ def test_gemma_layers_have_four_norms(registry: Registry) -> None:
     assert registry.model("llama-3.1-8b").layer_norms == 2
 
 
+def test_qwen_shared_expert_gate(registry: Registry) -> None:
+    """Qwen3-Next and Qwen3.5 MoE gate their shared expert's output with a sigmoid of a
+    hidden x 1 projection (transformers Qwen3NextSparseMoeBlock.shared_expert_gate): 2,048
+    weights in each of Qwen3-Next's 48 MoE layers, 98,304 in all (total 79,674,391,296, what
+    transformers' module tree holds with A_log and dt_bias), and 2 x 2,048 FLOPs per token per
+    layer beside the shared expert's 6 x 2,048 x 512."""
+    from kvroof.cost.flops import prefill_flops
+
+    model = registry.model("qwen3-next-80b-a3b")
+    assert isinstance(model.ffn, MoEFFN) and model.ffn.shared_expert_gate
+    ungated = model.model_copy(update={"ffn": model.ffn.model_copy(
+        update={"shared_expert_gate": False})})
+    assert param_counts(model).shared_experts - param_counts(ungated).shared_experts == 98_304
+    assert param_counts(model).total == 79_674_391_296
+    assert prefill_flops(model, 1).ffn_shared == 48 * (6 * 2048 * 512 + 2 * 2048)
+
+
 def test_minimax_qk_norms_span_all_heads(registry: Registry) -> None:
     """MiniMax-M2.5's q/k RMSNorms normalize the whole query and key projections
     (qk_norm_type per_layer; transformers modeling_minimax_m2.py: q_norm over 48 x 128, k_norm

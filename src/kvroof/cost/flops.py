@@ -20,7 +20,8 @@ Counting conventions (pinned by the tests; the per-kind ones are in :mod:`kvroof
   layers attend to at most top-k keys a query and their indexer scores every pair; linear layers
   cost a fixed amount per new token (see :mod:`kvroof.cost.groups`).
 - FFN per new token per layer: gated dense ``6*d*ff``; MoE router ``2*d*E``, routed experts
-  ``k*6*d*ff_e``, shared experts ``n_shared*6*d*ff_shared``; the ``first_k_dense`` (and, with
+  ``k*6*d*ff_e``, shared experts ``n_shared*6*d*ff_shared`` (plus ``2*d`` for their output gate,
+  Qwen3-Next and Qwen3.5); the ``first_k_dense`` (and, with
   ``moe_layer_step``, the interleaved) layers use a dense FFN.
 - Per-layer inputs (Gemma 4 E-models): ``2*d*L*h_ple`` for the projection from the hidden state
   and ``4*d*h_ple`` per layer for the gate and the projection back.
@@ -178,7 +179,8 @@ def _ffn_flops_per_token(model: ModelSpec) -> tuple[float, float, float, float]:
     moe_layers = ffn.num_moe_layers(layers)
     dense = 6.0 * d * (ffn.dense_intermediate_size or 0) * (layers - moe_layers)
     routed = 6.0 * d * ffn.expert_intermediate_size * ffn.experts_per_token * moe_layers
-    shared = 6.0 * d * ffn.shared_expert_intermediate_size * ffn.num_shared_experts * moe_layers
+    shared = (6.0 * d * ffn.shared_expert_intermediate_size * ffn.num_shared_experts
+              + (2.0 * d if ffn.shared_expert_gate else 0.0)) * moe_layers
     router = 2.0 * d * ffn.num_experts * moe_layers
     return dense, routed, shared, router
 

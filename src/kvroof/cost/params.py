@@ -17,7 +17,8 @@ the tests with the difference stated, never by bending this):
   and the output norm;
 - FFN: gated (three matrices of ``hidden x width``) dense layers; MoE layers hold the router
   (``hidden x experts``), every routed expert (all for the total, the top-k for the active count)
-  and the shared experts;
+  and the shared experts (with their ``hidden x 1`` output gate where the model has one, Qwen3-Next
+  and Qwen3.5);
 - per-layer inputs (Gemma 4 E-models): their embedding table (``vocab x layers*width``, looked
   up like the input embedding), the projection from the hidden state and each layer's gate,
   projection and norm;
@@ -220,8 +221,9 @@ def param_counts(model: ModelSpec) -> ParamCounts:
             norms=norms,
             dense_ffn=(n_layers - moe_layers) * 3 * d * dense_width,
             router=moe_layers * d * ffn.num_experts,
-            shared_experts=moe_layers * ffn.num_shared_experts * 3 * d
-            * ffn.shared_expert_intermediate_size,
+            shared_experts=moe_layers * (ffn.num_shared_experts * 3 * d
+                                         * ffn.shared_expert_intermediate_size
+                                         + (d if ffn.shared_expert_gate else 0)),
             routed_experts_total=moe_layers * ffn.num_experts * expert,
             routed_experts_active=moe_layers * ffn.experts_per_token * expert,
             per_layer_embedding=ple_table,

@@ -202,8 +202,9 @@ def _ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
     shared = cfg.optional_int("n_shared_experts", cfg.optional_int("num_shared_experts", 0)) or 0
     shared_size = expert_size if shared else 0
     qwen_shared = cfg.optional_int("shared_expert_intermediate_size", 0) or 0
-    if qwen_shared and not shared:  # Qwen MoE: one shared expert of this width
-        shared, shared_size = 1, qwen_shared
+    gate = False
+    if qwen_shared and not shared:  # Qwen MoE: one shared expert of this width, gated
+        shared, shared_size, gate = 1, qwen_shared, True
     first_dense = cfg.optional_int("first_k_dense_replace", 0) or 0
     return {
         "kind": "moe",
@@ -215,6 +216,7 @@ def _ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
         "shared_expert_intermediate_size": shared_size,
         "first_k_dense": first_dense,
         "dense_intermediate_size": cfg.integer("intermediate_size") if first_dense else None,
+        **({"shared_expert_gate": True} if gate else {}),
     }
 
 

@@ -131,6 +131,9 @@ class MoEFFN(SpecModel):
     first_k_dense: NonNegativeInt = 0
     moe_layer_step: PositiveInt = 1
     dense_intermediate_size: PositiveInt | None = None
+    shared_expert_gate: bool = False
+    """A sigmoid gate on the shared experts' output, computed from the hidden state by a
+    ``hidden x 1`` projection (Qwen2-MoE, Qwen3-Next, Qwen3.5: ``shared_expert_gate``)."""
 
     @model_validator(mode="after")
     def _check(self) -> MoEFFN:
@@ -144,6 +147,8 @@ class MoEFFN(SpecModel):
                 "num_shared_experts and shared_expert_intermediate_size must both be zero or "
                 "both positive"
             )
+        if self.shared_expert_gate and not self.num_shared_experts:
+            raise ValueError("shared_expert_gate needs shared experts")
         if (self.first_k_dense > 0 or self.moe_layer_step > 1) \
                 and self.dense_intermediate_size is None:
             raise ValueError("dense layers (first_k_dense or moe_layer_step) need "
