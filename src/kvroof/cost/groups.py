@@ -38,12 +38,15 @@ elementwise, RoPE and biases are not counted):
   ``q/k/v_proj`` ``2d(2 n d_k + n d_v)``, forget gate ``2d d_k + 2 d_k n d_k``, output gate
   ``2d d_k + 2 d_k n d_v``, ``b_proj`` ``2d n``, ``o_proj`` ``2 n d_v d``), the depthwise
   convolution ``2 x channels x kernel``, and the delta-rule core per value head: in a prefill
-  the chunkwise algorithm's matmuls over chunks of ``c`` (64) tokens, ``c (4 d_k + 2 d_v)``
-  (the intra-chunk ``q k^T`` and ``(beta k) k^T`` and the intra-chunk output) ``+ 6 d_k d_v``
-  (reading the state for the chunk's queries and its corrections, and updating it); in a decode
-  the recurrent step's ``6 d_k d_v``. The unit-triangular solves of the chunkwise form
-  (``c (d_k + d_v)`` per token) and the elementwise decay are not counted; FLOPs do not depend
-  on ``K``.
+  the matmuls of the chunkwise algorithm as FLA's kernels run it (``chunk_gated_delta_rule_fwd``,
+  ``chunk_kda``), over chunks of ``c`` (64) tokens, ``c (6 d_k + 4 d_v) + 6 d_k d_v`` per token:
+  ``(beta k) k^T`` (``2 c d_k``), the WY factors ``w = A (beta k e^g)`` and ``u = A (beta v)``
+  with the inverted ``c x c`` matrix ``A`` (``2 c d_k + 2 c d_v``), the intra-chunk ``q k^T``
+  (``2 c d_k``) and output (``2 c d_v``), and the state's read by the corrections (``w h``) and
+  the queries (``q h``) and its update (``k^T v``), ``2 d_k d_v`` each; in a decode the recurrent
+  step's ``6 d_k d_v``. The inversion of ``A`` (``solve_tril``, about ``2 c^2 / 3`` FLOPs per
+  token, 1.5% of the core at ``d_k = d_v = 128``), the elementwise decays and the padding of
+  ``T`` to whole chunks are not counted; FLOPs do not depend on ``K``.
 """
 
 from __future__ import annotations
@@ -202,9 +205,10 @@ def linear_projection_flops(layer: LinearLayer, hidden: int) -> float:
 
 def linear_core_flops(layer: LinearLayer, *, decode: bool = False) -> float:
     """Delta-rule core FLOPs per new token of one linear-attention layer (chunkwise in a
-    prefill, the recurrent step in a decode)."""
+    prefill, ``c (6 d_k + 4 d_v) + 6 d_k d_v`` a value head; the recurrent step in a decode,
+    ``6 d_k d_v``)."""
     dk, dv = layer.key_head_dim, layer.value_head_dim
-    per_head = 6 * dk * dv + (0 if decode else layer.chunk * (4 * dk + 2 * dv))
+    per_head = 6 * dk * dv + (0 if decode else layer.chunk * (6 * dk + 4 * dv))
     return float(layer.num_value_heads * per_head)
 
 
