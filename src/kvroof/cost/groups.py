@@ -69,7 +69,7 @@ from kvroof.specs.model import ModelSpec
 
 __all__ = ["LayerGroup", "PairRule", "attention_pair_flops", "attention_projection_flops",
            "layer_groups", "linear_core_flops", "linear_projection_flops", "linear_state_bytes",
-           "tp_problem"]
+           "linear_state_elements", "tp_problem"]
 
 PairRule = Literal["full", "window", "chunk", "none"]
 
@@ -212,12 +212,19 @@ def linear_core_flops(layer: LinearLayer, *, decode: bool = False) -> float:
     return float(layer.num_value_heads * per_head)
 
 
+def linear_state_elements(layer: LinearLayer) -> tuple[int, int]:
+    """Elements of one linear layer's state per request: (recurrent ``value heads x d_k x d_v``,
+    convolution ``channels x (kernel - 1)``, the inputs the next token's convolution needs
+    besides its own, as vLLM's ``MambaStateShapeCalculator.gated_delta_net_state_shape`` sizes
+    it)."""
+    recurrent = layer.num_value_heads * layer.key_head_dim * layer.value_head_dim
+    return recurrent, layer.conv_channels * (layer.conv_kernel - 1)
+
+
 def linear_state_bytes(layer: LinearLayer) -> float:
     """Bytes of one linear layer's state per request: recurrent plus convolution state."""
-    recurrent = layer.num_value_heads * layer.key_head_dim * layer.value_head_dim \
-        * dtype_bytes(layer.state_dtype)
-    conv = layer.conv_channels * (layer.conv_kernel - 1) * dtype_bytes(layer.conv_dtype)
-    return recurrent + conv
+    recurrent, conv = linear_state_elements(layer)
+    return recurrent * dtype_bytes(layer.state_dtype) + conv * dtype_bytes(layer.conv_dtype)
 
 
 def _attention_group(model: ModelSpec, name: str, kind: LayerKind, count: int,
