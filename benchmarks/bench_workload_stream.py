@@ -76,8 +76,8 @@ def _rss_mib() -> float:
 
 def load(path: Path) -> None:
     """Child process: load the file, print one JSON line of measurements."""
-    from kvroof.analysis.workload.sharegpt import load_sharegpt
-    from kvroof.analysis.workload.stats import describe
+    from kvroof.workload.sharegpt import load_sharegpt
+    from kvroof.workload.stats import describe
 
     before = _rss_mib()
     start = time.perf_counter()

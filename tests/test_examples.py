@@ -256,3 +256,14 @@ def test_notebook_runs(tmp_path: Path) -> None:
     figure_cells = [source for source in code_cells() if "_figure(" in source.splitlines()[-1]]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == len(figure_cells) >= 4
+
+
+def test_simulate_mooncake(tmp_path: Path) -> None:
+    """The serving-simulation example on the shipped Mooncake slice: one row per scheduler and
+    cache policy, and the recompute policy finds nothing in host DRAM."""
+    proc = run_example(EXAMPLES / "simulate_mooncake.py", tmp_path)
+    rows = [line.split() for line in proc.stdout.splitlines() if line.lstrip().startswith(
+        ("fifo", "utilization-aware"))]
+    assert len(rows) == 6
+    recompute = [row for row in rows if row[1] == "recompute"]
+    assert all(row[-4] == "0.0" for row in recompute)  # host hits column

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 import kvroof
-from kvroof.analysis.workload.records import Workload
-from kvroof.analysis.workload.stats import describe
 from kvroof.cli import main
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
+from kvroof.workload.records import Workload
+from kvroof.workload.stats import describe
 
 REG = Registry(use_env=False)
 DEP = kvroof.deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, registry=REG)

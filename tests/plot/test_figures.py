@@ -210,8 +210,8 @@ def test_import_kvroof_does_not_import_matplotlib() -> None:
 
 def test_workload_figure_lines_and_shares() -> None:
     from kvroof.analysis.workload.bound import transfer_bound_shares
-    from kvroof.analysis.workload.synth import synthesize
     from kvroof.plot import workload_figure
+    from kvroof.workload.synth import synthesize
 
     chat = synthesize("sharegpt", 2000, seed=1)
     fig = workload_figure([chat], [QWEN])

@@ -72,3 +72,14 @@ def test_sparse_peaks_are_twice_dense_where_printed(registry: Registry) -> None:
             ratio = 4 / 3 if (name, dtype) == ("gb300", "fp4") else 2
             assert sparse == pytest.approx(ratio * acc.peak_compute[dtype], rel=1e-3), (name, dtype)
     assert registry.accelerator("t4").peak_compute_sparse == {}
+
+
+def test_builtins_validate_and_refer_to_known_specs() -> None:
+    """The registry validates a built-in when first used (start-up time); here every one is
+    validated, its name matches the file's, and every accelerator, link and tier it names
+    exists."""
+    registry = Registry(use_env=False)
+    registry.check_builtins()
+    for kind in ("accelerator", "link", "system", "model", "engine"):
+        for entry in registry.entries(kind):  # type: ignore[arg-type]
+            assert entry.spec == load_spec_file(entry.path), entry  # type: ignore[arg-type]

@@ -19,6 +19,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "write every figure, the paper's tables and the extensions to a folder"),
     "workload": ("kvroof.cli.workload",
                  "request traces: T, K and kappa_ratio statistics; synthetic workloads"),
+    "simulate": ("kvroof.cli.simulate",
+                 "replay a request trace through replicas of an iteration-level serving engine "
+                 "(prefix cache in HBM, host DRAM and tiers)"),
+    "sweep": ("kvroof.cli.simulate",
+              "run a grid of simulations (hardware x policies x request rates x cache sizes) on "
+              "local processes or a Dask cluster"),
     "measure": ("kvroof.cli.measure",
                 "measure this machine: copy bandwidth, GEMM FLOP/s, prefill with offloaded KV "
                 "(needs torch: pip install 'kvroof[measure]')"),

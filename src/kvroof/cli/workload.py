@@ -1,6 +1,6 @@
 """``kvroof workload stats`` and ``kvroof workload synth``: request traces and their T, K and
 kappa_ratio. The handlers parse flags and print; loading and statistics are library calls
-(kvroof.analysis.workload), imported when a workload command runs so other commands stay fast.
+(kvroof.workload), imported when a workload command runs so other commands stay fast.
 
 The report is built by :func:`stats_report` (a JSON-ready dict) and :func:`stats_rows` (table
 rows) from a loaded workload, so figures that need a model or system can be added beside them.
@@ -21,13 +21,13 @@ from kvroof.errors import KvroofError, short_repr
 
 if TYPE_CHECKING:
     from kvroof.analysis.workload.bound import BoundShares
-    from kvroof.analysis.workload.records import Workload
-    from kvroof.analysis.workload.stats import WorkloadStats
+    from kvroof.workload.records import Workload
+    from kvroof.workload.stats import WorkloadStats
 
 __all__ = ["load_from_args", "register", "stats_report", "stats_rows"]
 
 # Kept here (not imported) so building the parser does not import numpy; a test checks they
-# match kvroof.analysis.workload.FORMATS and SYNTHETIC_KINDS.
+# match kvroof.workload.FORMATS and SYNTHETIC_KINDS.
 _FORMATS = ("sharegpt", "docqa", "mooncake", "table")
 _SYNTHETIC = ("sharegpt", "narrativeqa", "docfinqa")
 
@@ -127,8 +127,8 @@ _APPLIES: dict[str, tuple[str, ...]] = {
 
 def load_from_args(args: argparse.Namespace) -> Workload:
     """The workload that ``stats``' FILE and loader flags describe."""
-    from kvroof.analysis.workload.formats import guess_format, load_workload
-    from kvroof.analysis.workload.tokens import token_counter
+    from kvroof.workload.formats import guess_format, load_workload
+    from kvroof.workload.tokens import token_counter
 
     fmt: str = args.format or guess_format(args.file)
     options: dict[str, Any] = {"skip_bad": args.skip_bad}
@@ -264,7 +264,7 @@ def bound_rows(shares: list[BoundShares]) -> tuple[list[str], list[list[str]]]:
 
 
 def run_stats(args: argparse.Namespace) -> None:
-    from kvroof.analysis.workload.stats import describe
+    from kvroof.workload.stats import describe
 
     workload = load_from_args(args)
     stats = describe(workload)
@@ -297,8 +297,8 @@ def run_stats(args: argparse.Namespace) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> None:
-    from kvroof.analysis.workload.synth import MAX_REQUESTS, synthesize
-    from kvroof.analysis.workload.table import table_kind, write_table
+    from kvroof.workload.synth import MAX_REQUESTS, synthesize
+    from kvroof.workload.table import table_kind, write_table
 
     output = Path(args.output)
     table_kind(output, writing=True)  # check the extension before drawing

@@ -9,10 +9,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from kvroof.analysis.workload.bound import transfer_bound_shares
-from kvroof.analysis.workload.records import Workload
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
 from kvroof.plot.style import color, new_figure, source_line, style
+from kvroof.workload.records import Workload
 
 __all__ = ["workload_figure"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -105,6 +105,38 @@ class WorkloadTrace(_Strict):
         return path
 
 
+_Scheduler = Literal["fifo", "utilization-aware"]
+_Policy = Literal["load", "recompute", "split"]
+
+
+class SimulationReport(_Strict):
+    """The serving-simulation section: a trace (default: the Mooncake slice shipped with
+    kvroof) on replicas of a system, under each scheduler and cache policy."""
+
+    trace: Path | None = None
+    format: Literal["sharegpt", "docqa", "mooncake", "table"] | None = None
+    requests: _Count | None = Field(None, ge=1)
+    model: str = "llama-3.1-70b"
+    system: str = "paper-testbed"
+    tp: _Count = Field(8, ge=1)
+    replicas: _Count = Field(4, ge=1, le=64)
+    load_mode: Literal["sync", "async", "layerwise"] = "async"
+    schedulers: list[_Scheduler] = Field(default_factory=lambda: list(get_args(_Scheduler)),
+                                         min_length=1)
+    cache_policies: list[_Policy] = Field(default_factory=lambda: list(get_args(_Policy)),
+                                          min_length=1)
+
+    @field_validator("trace")
+    @classmethod
+    def _a_file(cls, path: Path | None, info: ValidationInfo) -> Path | None:
+        if path is None:
+            return None
+        path = _resolved(path, info)
+        if not path.is_file():
+            raise ValueError(f"no such file: {path}")
+        return path
+
+
 class WorkloadDeployment(_Strict):
     """Hardware for the workload table: a system, or an accelerator on a link, and a TP degree."""
 
@@ -165,6 +197,9 @@ class ReportConfig(_Strict):
     workloads: list[WorkloadTrace] = Field(default_factory=list)
     workload_deployments: list[WorkloadDeployment] = Field(
         default_factory=_default_workload_deployments, min_length=1)
+    simulation: SimulationReport | None = Field(default_factory=lambda: SimulationReport())
+    """The serving-simulation section (by default the Mooncake slice shipped with kvroof on four
+    paper testbeds; ``simulation: null`` leaves it out)."""
     measurements: Path | None = None
     """A `kvroof measure` output folder: calibrate on it and add measured-vs-predicted figures."""
     measured_system: str | None = None
@@ -260,6 +295,15 @@ class ReportConfig(_Strict):
             attempt(f"workload_deployments[{i}]", system=entry.system,
                     accelerator=entry.accelerator, link=entry.link,
                     **self.settings(tp=entry.tp))
+        if self.simulation is not None:
+            from kvroof.cost.memory_fit import check_fit
+
+            sim = self.simulation
+            try:
+                check_fit(deployment(sim.model, system=sim.system, registry=registry,
+                                     **self.settings(tp=sim.tp)))
+            except KvroofError as error:
+                raise SpecError(str(error), path, "simulation") from None
 
     def check_names(self, registry: Registry, path: Path | str = "<config>") -> None:
         """Raise a one-line error for any unknown model, accelerator, link or system, or a
@@ -280,6 +324,9 @@ class ReportConfig(_Strict):
                             path, "measured_system")
         if self.measured_system is not None:
             checks.append(("measured_system", "system", self.measured_system))
+        if self.simulation is not None:
+            checks += [("simulation.model", "model", self.simulation.model),
+                       ("simulation.system", "system", self.simulation.system)]
         for i, entry in enumerate(self.workload_deployments):
             if (entry.system is None) == (entry.accelerator is None):
                 raise SpecError("give a system or an accelerator (not both)", path,
@@ -298,7 +345,7 @@ class ReportConfig(_Strict):
                 raise SpecError(str(error), path, field) from None
         for i, trace in enumerate(self.workloads):
             if trace.format is None:
-                from kvroof.analysis.workload.formats import guess_format
+                from kvroof.workload.formats import guess_format
 
                 try:
                     guess_format(trace.path)

@@ -296,6 +296,13 @@ def _build_into(
 
     validation_result = validate(registry=reg)
     specs = _figure_specs(config, reg, validation_result)
+    section = None
+    if config.simulation is not None:
+        from kvroof.report.simulation import simulation_section
+
+        say("[0] serving simulation")
+        section = simulation_section(config, reg)
+        specs += section.figures
     steps = len(specs) + 2
     say(f"[1/{steps}] tables: paper mode, full mode, measured points, what-ifs, workloads, "
         "validation")
@@ -314,6 +321,8 @@ def _build_into(
     from kvroof.report.validation import validation_tables
 
     tables += validation_tables(validation_result)
+    if section is not None:
+        tables.append(section.table)
     figures = []
     for index, (key, title, make) in enumerate(specs, start=2):
         tick = time.perf_counter()

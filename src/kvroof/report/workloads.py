@@ -7,14 +7,14 @@ import dataclasses
 from typing import Any
 
 from kvroof.analysis.workload.bound import transfer_bound_shares
-from kvroof.analysis.workload.formats import load_workload
-from kvroof.analysis.workload.records import Workload
-from kvroof.analysis.workload.synth import KINDS, synthesize
 from kvroof.cost.deployment import Deployment, deployment
 from kvroof.cost.memory_fit import fit_problem
 from kvroof.report.config import ReportConfig
 from kvroof.report.tables import Table
 from kvroof.specs.registry import Registry
+from kvroof.workload.formats import load_workload
+from kvroof.workload.records import Workload
+from kvroof.workload.synth import KINDS, synthesize
 
 __all__ = ["report_deployments", "report_workloads", "workload_table"]
 
@@ -76,7 +76,7 @@ def workload_table(workloads: list[Workload], deployments: list[Deployment]) -> 
     ]
     if synthetic:
         notes.append("SYNTHETIC workloads: drawn to match the published medians and IQRs "
-                     "(kvroof.analysis.workload.synth), not measured traces. "
+                     "(kvroof.workload.synth), not measured traces. "
                      + "; ".join(w.name + ": " + w.source.rsplit("; ", 1)[-1]
                                  for w in workloads if "cut to" in w.source))
     return Table(

@@ -164,7 +164,7 @@ def _holds_number(value: object) -> bool:
 class SpecModel(BaseModel):
     """Base of every spec: immutable, unknown keys rejected."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     kind_name: ClassVar[str] = "spec"
 

@@ -23,16 +23,16 @@ import difflib
 import os
 import warnings
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Literal, TypeVar, overload
+from typing import Any, Final, Literal, TypeVar, overload
 
 from kvroof.errors import SpecError, UnknownNameError, short_repr
 from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Link, System
-from kvroof.specs.loader import SPEC_TYPES, Spec, load_spec_file
+from kvroof.specs.loader import MAX_SPEC_BYTES, SPEC_TYPES, Spec, load_spec_file, validate_spec
 from kvroof.specs.model import ModelSpec
+from kvroof.userfiles import load_packaged_yaml
 
 __all__ = [
     "ENV_VAR",
@@ -76,13 +76,52 @@ def builtin_spec_dirs() -> list[Path]:
     return dirs
 
 
-@dataclass(frozen=True)
 class Entry:
-    """A registered spec and where it came from."""
+    """A registered spec and where it came from.
 
-    spec: Spec
-    path: Path | None
-    builtin: bool
+    A built-in spec is validated when it is first used (``spec``): the command line then builds
+    only the spec classes it needs, and the test suite validates every built-in file up front.
+    """
+
+    __slots__ = ("_data", "_spec", "builtin", "kind", "path")
+
+    def __init__(self, spec: Spec | None, path: Path | None, builtin: bool, *,
+                 kind: str | None = None, data: dict[str, Any] | None = None) -> None:
+        if spec is None and (kind is None or data is None):
+            raise TypeError("an entry needs a spec, or the kind and data to validate later")
+        self._spec = spec
+        self._data = data
+        self.kind: str = kind if kind is not None else _kind_of(spec)  # type: ignore[arg-type]
+        self.path = path
+        self.builtin = builtin
+
+    @property
+    def spec(self) -> Spec:
+        """The validated spec."""
+        if self._spec is None:
+            assert self._data is not None
+            self._spec = validate_spec(self.kind, self._data, self.path)
+            self._data = None
+        return self._spec
+
+    @property
+    def name(self) -> str:
+        """The spec's name (without validating a built-in)."""
+        if self._spec is not None:
+            return self._spec.name
+        assert self._data is not None
+        return str(self._data["name"])
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The spec's aliases (without validating a built-in)."""
+        if self._spec is not None:
+            return self._spec.aliases
+        assert self._data is not None
+        return tuple(str(alias) for alias in self._data.get("aliases") or ())
+
+    def __repr__(self) -> str:
+        return f"Entry({self.kind} {self.name!r}, path={self.path}, builtin={self.builtin})"
 
 
 def _spec_files(folder: Path) -> Iterator[Path]:
@@ -115,8 +154,7 @@ class Registry:
         if builtin:
             for folder in builtin_spec_dirs():
                 for path in _spec_files(folder):
-                    self._add(load_spec_file(path, packaged=True), path, builtin=True)
-            self._check_references(builtin_only=True)
+                    self._add_builtin(path)
         user_folders: list[Path] = []
         if use_env:
             user_folders += [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
@@ -147,24 +185,44 @@ class Registry:
                 continue
             self._add(spec, path, builtin=False)
 
+    def _add_builtin(self, path: Path) -> None:
+        """Register a built-in spec file, to be validated when first used (its name, aliases
+        and references are checked by the test suite, as is every field)."""
+        data = dict(load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files"))
+        kind = str(data.pop("spec"))
+        self._add_entry(Entry(None, path, True, kind=kind, data=data))
+
+    def check_builtins(self) -> None:
+        """Validate every built-in spec and check what the built-ins refer to (the test suite
+        runs this; the registry itself validates a built-in when it is first used)."""
+        for kind in KINDS:
+            for entry in self._entries[kind].values():
+                if entry.builtin:
+                    assert entry.spec.name == entry.name
+        self._check_references(builtin_only=True)
+
     def _add(self, spec: Spec, path: Path | None, *, builtin: bool) -> None:
-        kind = _kind_of(spec)
-        key = normalize_name(spec.name)
+        self._add_entry(Entry(spec, path, builtin))
+
+    def _add_entry(self, entry: Entry) -> None:
+        kind, path, builtin = entry.kind, entry.path, entry.builtin
+        key = normalize_name(entry.name)
         previous = self._entries[kind].get(key)
         if previous is not None:
             if builtin and previous.builtin:
                 raise SpecError(
-                    f"duplicate {kind} name {short_repr(spec.name)} (also in {previous.path})",
+                    f"duplicate {kind} name {short_repr(entry.name)} (also in {previous.path})",
                     path, "name")
             warnings.warn(
-                f"{path}: {kind} {short_repr(spec.name)} overrides the one from {previous.path}",
+                f"{path}: {kind} {short_repr(entry.name)} overrides the one from "
+                f"{previous.path}",
                 SpecWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
             self._replaced[kind][key] = previous
             self._inherited[kind][key] = (*self._inherited[kind].get(key, ()),
-                                          *previous.spec.aliases)
-        self._entries[kind][key] = Entry(spec, path, builtin)
+                                          *previous.aliases)
+        self._entries[kind][key] = entry
 
     def _check_references(self, *, builtin_only: bool) -> None:
         def refs(spec: Spec) -> list[tuple[str, SpecKind, str]]:
@@ -216,7 +274,7 @@ class Registry:
         for kind in KINDS:
             aliases: dict[str, str] = {}
             for key, entry in self._entries[kind].items():
-                for alias in entry.spec.aliases:
+                for alias in entry.aliases:
                     alias_key = normalize_name(alias)
                     if alias_key in self._entries[kind] and alias_key != key:
                         warnings.warn(
@@ -229,8 +287,8 @@ class Registry:
                     if aliases.get(alias_key, key) != key:
                         warnings.warn(
                             f"{entry.path}: alias {short_repr(alias)} also names "
-                            f"{self._entries[kind][aliases[alias_key]].spec.name}; it now "
-                            f"means {entry.spec.name}",
+                            f"{self._entries[kind][aliases[alias_key]].name}; it now "
+                            f"means {entry.name}",
                             SpecWarning,
                             stacklevel=3,
                         )
@@ -258,10 +316,10 @@ class Registry:
                 f"unknown spec kind {short_repr(kind)} (expected one of {', '.join(KINDS)})")
         found = self._find(kind, name)
         if found is None:
-            names = [e.spec.name for e in self._entries[kind].values()]
+            names = [e.name for e in self._entries[kind].values()]
             by_key = {normalize_name(n): n for n in names}
             for alias, key in self._aliases[kind].items():
-                by_key[alias] = self._entries[kind][key].spec.name
+                by_key[alias] = self._entries[kind][key].name
             close = difflib.get_close_matches(normalize_name(name), list(by_key), n=4, cutoff=0.5)
             suggestions = list(dict.fromkeys(by_key[c] for c in close))
             if not suggestions:
@@ -306,11 +364,11 @@ class Registry:
 
     def entries(self, kind: SpecKind) -> list[Entry]:
         """Every entry of ``kind``, sorted by name."""
-        return sorted(self._entries[kind].values(), key=lambda e: normalize_name(e.spec.name))
+        return sorted(self._entries[kind].values(), key=lambda e: normalize_name(e.name))
 
     def names(self, kind: SpecKind) -> list[str]:
         """The names of every spec of ``kind``, sorted."""
-        return [e.spec.name for e in self.entries(kind)]
+        return [e.name for e in self.entries(kind)]
 
 
 def _kind_of(spec: Spec) -> SpecKind:

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from kvroof.analysis.workload.bound import compare_deployments, transfer_bound_shares
-from kvroof.analysis.workload.records import Workload
 from kvroof.cli import main
 from kvroof.cost.deployment import deployment
 from kvroof.cost.kappa import kappa_paper_for
 from kvroof.cost.timing import ttft
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
+from kvroof.workload.records import Workload
 
 REG = Registry(use_env=False)
 H100 = deployment("qwen3-235b-a22b", accelerator="h100", registry=REG)

@@ -1,35 +1,37 @@
-"""Workloads: request traces as new tokens T and cached tokens K per request.
+"""Workload analyses: how much of a workload is transfer-bound (:mod:`.bound`).
 
->>> from kvroof.analysis.workload import load_workload, describe, synthesize
->>> stats = describe(synthesize("narrativeqa", 10_000, seed=0))
->>> round(stats.kappa_ratio.p50, -2)
-5000.0
-
-Modules, one concept each: :mod:`.records` (the columnar :class:`Workload`), :mod:`.tokens`
-(token counting), one loader per format (:mod:`.sharegpt`, :mod:`.docqa`, :mod:`.mooncake`,
-:mod:`.table`), :mod:`.formats` (format guessing and dispatch), :mod:`.stats`
-(:func:`describe`) and :mod:`.synth` (synthetic workloads from published statistics).
+The workloads themselves (loaders, the columnar :class:`~kvroof.workload.records.Workload`,
+statistics, synthetic workloads) moved to :mod:`kvroof.workload`, which both the analyses and
+the serving simulation (:mod:`kvroof.simulate`) use. The names below are re-exported from there
+so that ``from kvroof.analysis.workload import load_workload`` keeps working; new code should
+import from :mod:`kvroof.workload`.
 """
 
 from __future__ import annotations
 
-from kvroof.analysis.workload.docqa import load_docqa
-from kvroof.analysis.workload.formats import FORMATS, guess_format, load_workload
-from kvroof.analysis.workload.mooncake import load_mooncake
-from kvroof.analysis.workload.reading import SkippedRecordsWarning
-from kvroof.analysis.workload.records import UNKNOWN_OUTPUT, Workload
-from kvroof.analysis.workload.sharegpt import load_sharegpt
-from kvroof.analysis.workload.stats import Distribution, WorkloadStats, describe
-from kvroof.analysis.workload.synth import KINDS as SYNTHETIC_KINDS
-from kvroof.analysis.workload.synth import synthesize
-from kvroof.analysis.workload.table import load_table, write_table
-from kvroof.analysis.workload.tokens import (
+from kvroof.workload import (
+    FORMATS,
+    SYNTHETIC_KINDS,
+    UNKNOWN_OUTPUT,
     ApproximateTokensWarning,
+    Distribution,
     HeuristicTokenCounter,
+    SkippedRecordsWarning,
     TokenCounter,
+    Workload,
+    WorkloadStats,
+    describe,
+    guess_format,
+    load_docqa,
+    load_mooncake,
+    load_sharegpt,
+    load_table,
+    load_workload,
+    synthesize,
     tiktoken_counter,
     token_counter,
     tokenizer_from_file,
+    write_table,
 )
 
 __all__ = [

@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from kvroof.analysis.workload.records import Workload
-from kvroof.analysis.workload.stats import Distribution, summarize
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa import kappa_paper_for
 from kvroof.cost.timing import OVERLAP_MODES, ttft
 from kvroof.errors import KvroofError, short_repr
+from kvroof.workload.records import Workload
+from kvroof.workload.stats import Distribution, summarize
 
 __all__ = ["BoundShares", "compare_deployments", "transfer_bound_shares"]
 

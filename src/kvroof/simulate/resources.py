@@ -1,0 +1,163 @@
+"""What a replica's hardware gives the simulated engine, all from the cost model.
+
+- KV space in HBM, per TP rank: ``HBM x memory_utilization - weights per rank - activation
+  reserve`` (:mod:`kvroof.cost.memory_fit`, :mod:`kvroof.cost.weights`), in tokens of the
+  bytes one rank holds per position (the deployment's ``terms.hold``, the quantity behind
+  :func:`kvroof.cost.transfer.kv_bytes_per_rank`). A deployment whose weights do not fit is
+  refused with :func:`kvroof.cost.memory_fit.check_fit`'s one-line error. Window and chunk
+  layers are counted for every token (the engine allocates them whole, as vLLM before its hybrid
+  allocator did), which overstates their footprint; their compute is exact. A linear-attention
+  layer's fixed state takes its bytes once per request.
+- Host DRAM for cached KV, per replica: ``dram_cache`` bytes, or the replica's share (its GPUs
+  over the system's) of the system's host memory (``capacity_per_socket x sockets``). Each
+  token takes the bytes every loading rank stores (``terms.load`` per position, the quantity
+  behind :func:`kvroof.cost.transfer.load_bytes_per_rank`, x the ranks that load).
+- A further tier (a system tier by name: NVMe, CXL, a remote store): its capacity shared the same
+  way, loads timed by the cost model with all of the tokens on that tier
+  (``tier_fractions = {name: 1}``).
+- Time: :class:`kvroof.cost.iteration.IterationModel` for iterations, loads and saves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from kvroof.cost.deployment import Deployment
+from kvroof.cost.iteration import IterationModel
+from kvroof.cost.memory_fit import check_fit
+from kvroof.errors import KvroofError
+from kvroof.simulate.settings import SimSettings, vllm_batch_defaults
+from kvroof.specs.registry import Registry, default_registry
+from kvroof.units import Kind, format_quantity
+
+__all__ = ["ReplicaResources", "replica_resources"]
+
+
+@dataclass(frozen=True)
+class ReplicaResources:
+    """One replica's limits and cost functions (SI; tokens are whole tokens)."""
+
+    dep: Deployment
+    model: IterationModel
+    tier_model: IterationModel | None
+    hbm_tokens: int
+    kv_bytes_per_token: float
+    state_tokens: int
+    """KV space a request's fixed state (linear-attention layers) takes, in tokens."""
+    dram_tokens: float
+    tier_tokens: float
+    host_bytes_per_token: float
+    budget: int
+    max_seqs: int
+    layers: int
+    overlap_efficiency: float
+    gpus: int
+    tdp: float
+    idle_power: float
+    max_context: int | None
+    notes: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        return self.dep.short_label
+
+
+def _host_capacity(dep: Deployment) -> float | None:
+    system = dep.system
+    if system is None or system.host_memory is None:
+        return None
+    memory = system.host_memory
+    if memory.capacity_per_socket is None:
+        return None
+    return memory.capacity_per_socket * memory.sockets * dep.tp / system.num_accelerators
+
+
+def _size(value: float) -> str:
+    return format_quantity(value, Kind.CAPACITY)
+
+
+def replica_resources(dep: Deployment, settings: SimSettings,
+                      registry: Registry | None = None) -> ReplicaResources:
+    """The resources of one replica of ``dep`` under ``settings`` (refuses a deployment whose
+    weights do not fit, and KV space that is not positive)."""
+    check_fit(dep)
+    notes: list[str] = []
+    hold = dep.terms.hold  # KV bytes one rank holds, by term (kvroof.cost.kv_terms)
+    per_token = (hold.per_token + sum(c for _, c in hold.windows)
+                 + sum(c for _, c in hold.chunks))
+    state_tokens = math.ceil(hold.fixed / per_token) if hold.fixed else 0
+    space = (dep.accelerator.hbm_capacity * dep.memory_utilization - dep.weight_bytes.total
+             - settings.activation_reserve)
+    if space < per_token:
+        raise KvroofError(
+            f"{dep.short_label}: no KV space left: {_size(dep.accelerator.hbm_capacity)} x "
+            f"{dep.memory_utilization:g} - {_size(dep.weight_bytes.total)} of weights - "
+            f"{_size(settings.activation_reserve)} activation reserve per GPU")
+    hbm_tokens = int(space // per_token)
+    if settings.kv_tokens is not None:
+        hbm_tokens = settings.kv_tokens
+        notes.append(f"KV space set to {hbm_tokens:,} tokens per GPU (the HBM leaves "
+                     f"{int(space // per_token):,})")
+    if hold.windows or hold.chunks:
+        notes.append("window and chunk layers are allocated for every token (overstates the "
+                     "KV space in use)")
+    loading_ranks = 1 if dep.loads_on_first_rank_only else dep.tp
+    load = dep.terms.load
+    host_per_token = (load.per_token + sum(c for _, c in load.windows)
+                      + sum(c for _, c in load.chunks)) * loading_ranks
+    if settings.cache_policy == "recompute":
+        dram_tokens = 0.0
+    elif settings.dram_cache is not None:
+        dram_tokens = math.floor(settings.dram_cache / host_per_token)
+    else:
+        capacity = _host_capacity(dep)
+        if capacity is None:
+            dram_tokens = math.inf
+            notes.append("host DRAM cache unlimited (no system host memory known; give "
+                         "dram_cache)")
+        else:
+            dram_tokens = math.floor(capacity / host_per_token)
+    tier_model = None
+    tier_tokens = 0.0
+    if settings.tier is not None and settings.cache_policy != "recompute":
+        if dep.system is None:
+            raise KvroofError("tier: a tier needs a system")
+        tiers = {tier.name: tier for tier in dep.system.tiers}
+        if settings.tier not in tiers:
+            raise KvroofError(f"tier: {dep.system.name} has no tier {settings.tier!r} (it has "
+                              f"{', '.join(sorted(tiers)) or 'none'})")
+        tier = tiers[settings.tier]
+        reg = registry or default_registry()
+        tiered = dataclasses.replace(dep, tier_fractions={tier.name: 1.0},
+                                     tier_links={tier.name: reg.link(tier.link)})
+        tier_model = IterationModel(tiered)
+        if settings.tier_cache is not None:
+            tier_tokens = math.floor(settings.tier_cache / host_per_token)
+        elif tier.capacity is not None:
+            tier_tokens = math.floor(tier.capacity * dep.tp / dep.system.num_accelerators
+                                     / host_per_token)
+        else:
+            tier_tokens = math.inf
+            notes.append(f"tier {tier.name} unlimited (no capacity in its spec)")
+    budget, seqs = vllm_batch_defaults(dep.accelerator.hbm_capacity, dep.accelerator.name)
+    budget = settings.max_num_batched_tokens or budget
+    seqs = settings.max_num_seqs or seqs
+    if seqs > budget:
+        raise KvroofError(f"max_num_seqs: {seqs} exceeds max_num_batched_tokens {budget} (every "
+                          "running sequence needs a token of the budget each iteration)")
+    idle = dep.accelerator.idle_power
+    if idle is None:
+        idle = 0.0
+        notes.append(f"{dep.accelerator.name}: no idle power in its spec; 0 W taken")
+    eta = dep.resolved_overlap_efficiency
+    return ReplicaResources(
+        dep=dep, model=IterationModel(dep), tier_model=tier_model, hbm_tokens=hbm_tokens,
+        kv_bytes_per_token=per_token, state_tokens=state_tokens, dram_tokens=dram_tokens,
+        tier_tokens=tier_tokens,
+        host_bytes_per_token=host_per_token, budget=budget, max_seqs=seqs,
+        layers=dep.model.num_layers, overlap_efficiency=float(eta), gpus=dep.tp,
+        tdp=dep.accelerator.tdp, idle_power=idle, max_context=dep.model.max_context,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,353 @@
+"""The event loop over replicas, and :func:`simulate`.
+
+Events are arrivals (open loop: the trace's times; closed loop: a user's next request after its
+previous one finishes, plus a think time) and each replica's next decision (its next iteration,
+the end of a fast-forwarded run, a load landing). The loop always takes the earliest; an arrival
+that ties a replica's decision goes first, so an iteration starting at the arrival time sees it.
+Idle time is skipped: a replica with nothing to do has no next decision until a request reaches
+it.
+
+Before anything runs, every request is checked against every replica: an input longer than the
+model's context, or a request (input + output) whose KV does not fit a replica's KV space, is an
+error naming its trace line, or is skipped and counted with ``skip_bad`` when no replica could
+serve it. A request whose input + output exceeds the model's context has its output cut there
+(vLLM stops it at ``max_model_len``); how many is reported.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import math
+import time as wallclock
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from kvroof.cost.deployment import Deployment
+from kvroof.errors import KvroofError
+from kvroof.simulate.engine import Engine
+from kvroof.simulate.metrics import REQUEST_COLUMNS, IterationLog, SimResult, summarize
+from kvroof.simulate.request import Request
+from kvroof.simulate.resources import ReplicaResources, replica_resources
+from kvroof.simulate.router import Router
+from kvroof.simulate.scheduler import LIMITS
+from kvroof.simulate.settings import SimSettings
+from kvroof.specs.registry import Registry
+from kvroof.units import Kind, format_quantity
+from kvroof.workload.arrivals import gamma_times, output_lengths, poisson_times, scale_times
+from kvroof.workload.requests import RequestTrace
+
+__all__ = ["Progress", "prepare_trace", "simulate"]
+
+Progress = Callable[[float, float], None]
+"""Called now and then with (share of requests done, simulated seconds)."""
+
+
+def prepare_trace(
+    trace: RequestTrace, *, rps: float | None = None, arrival: str = "poisson",
+    burstiness: float = 1.0, time_scale: float | None = None, output_tokens: str | None = None,
+    seed: int = 0, closed_loop: bool = False,
+) -> RequestTrace:
+    """Arrival times and output lengths for ``trace``: Poisson or gamma (``burstiness`` = the
+    gaps' coefficient of variation) at ``rps``, or the trace's own times (``time_scale`` times
+    faster); ``output_tokens`` (``N``, ``exp:MEAN``, ``uniform:LO:HI``) replaces the trace's
+    output lengths. A closed loop needs no times."""
+    if arrival not in ("poisson", "gamma"):
+        raise KvroofError(f"arrival: expected poisson or gamma, got {arrival!r}")
+    if output_tokens is not None:
+        trace = trace.with_outputs(output_lengths(output_tokens, len(trace), seed + 1),
+                                   f"output lengths {output_tokens} (seed {seed + 1})")
+    if closed_loop:
+        if rps is not None or time_scale is not None:
+            raise KvroofError("a closed loop of users sets its own arrivals: give no rps or "
+                              "time_scale")
+        return trace
+    if rps is not None:
+        if time_scale is not None:
+            raise KvroofError("give rps or time_scale, not both")
+        if arrival == "poisson":
+            times = poisson_times(len(trace), rps, seed)
+            note = f"Poisson arrivals at {rps:g} requests/s (seed {seed})"
+        else:
+            times = gamma_times(len(trace), rps, burstiness, seed)
+            note = f"gamma arrivals at {rps:g} requests/s, CV {burstiness:g} (seed {seed})"
+        return trace.with_arrivals(times, note)
+    if trace.arrival_time is None:
+        raise KvroofError(f"{trace.path or trace.name}: the trace has no arrival times; give a "
+                          "request rate (rps) or a closed loop of users")
+    trace.check_times()
+    if time_scale is not None:
+        return trace.with_arrivals(scale_times(trace.arrival_time, time_scale),
+                                   f"timestamps {time_scale:g}x faster")
+    return trace
+
+
+def _check_requests(trace: RequestTrace, resources: Sequence[ReplicaResources],
+                    skip_bad: bool) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
+    """Requests to simulate (a mask), their output lengths (cut at the model's context), and
+    how many outputs were cut."""
+    unknown = np.flatnonzero(~trace.output_known)
+    if unknown.size:
+        raise KvroofError(f"{trace.where(int(unknown[0]))}: output length unknown "
+                          f"({unknown.size} request(s)); give output lengths")
+    inputs = trace.input_tokens
+    outputs = trace.output_tokens.copy()
+    context = resources[0].max_context
+    keep = np.ones(len(trace), dtype=bool)
+    problems: list[tuple[int, str]] = []
+    if context is not None:
+        long = np.flatnonzero(inputs > context)
+        problems += [(int(i), f"input of {int(inputs[i]):,} tokens is longer than the model's "
+                      f"context ({context:,})") for i in long[:1]]
+        keep[long] = False
+    capacity = max(res.hbm_tokens - res.state_tokens for res in resources)
+    need = inputs + np.minimum(outputs, (context or 2**62) - inputs)
+    big = np.flatnonzero(keep & (need > capacity))
+    problems += [(int(i), f"needs {int(need[i]):,} tokens of KV but the largest replica's KV "
+                  f"space holds {capacity:,} per GPU") for i in big[:1]]
+    keep[big] = False
+    if problems and not skip_bad:
+        index, what = min(problems)
+        raise KvroofError(f"{trace.where(index)}: {what}; --skip-bad skips such requests")
+    cut = 0
+    if context is not None:
+        over = keep & (inputs + outputs > context)
+        cut = int(over.sum())
+        outputs[over] = context - inputs[over]
+    return keep, outputs, cut
+
+
+def simulate(
+    trace: RequestTrace, deployments: Sequence[Deployment], settings: SimSettings | None = None,
+    *, users: int | None = None, think_time: float = 0.0, skip_bad: bool = False,
+    registry: Registry | None = None, progress: Progress | None = None, check: bool = False,
+) -> SimResult:
+    """Serve ``trace`` on replicas of ``deployments`` (one engine each) under ``settings``.
+
+    Open loop: the trace's arrival times (see :func:`prepare_trace`). Closed loop: ``users``
+    users, each sending its next request ``think_time`` seconds after its previous one finishes
+    (a conversation's turns go to one user, in order). ``check`` asserts the token budget and KV
+    space after every iteration (slower; for tests)."""
+    settings = settings or SimSettings()
+    if not deployments:
+        raise KvroofError("no replicas to simulate")
+    models = {dep.model.name for dep in deployments}
+    if len(models) > 1:
+        raise KvroofError(f"replicas must serve one model, got {', '.join(sorted(models))}")
+    if users is not None and (isinstance(users, bool) or not isinstance(users, int)
+                              or users < 1):
+        raise KvroofError(f"users: expected a positive integer, got {users!r}")
+    if not (isinstance(think_time, int | float) and math.isfinite(think_time)
+            and think_time >= 0):
+        raise KvroofError(f"think_time: expected non-negative seconds, got {think_time!r}")
+    if users is None:
+        if trace.arrival_time is None:
+            raise KvroofError(f"{trace.path or trace.name}: no arrival times; give a request "
+                              "rate or a closed loop of users")
+        trace.check_times()
+    resources = [replica_resources(dep, settings, registry) for dep in deployments]
+    block = trace_block(trace)
+    for res in resources:
+        for name, given, tokens in (("dram_cache", settings.dram_cache, res.dram_tokens),
+                                    ("tier_cache", settings.tier_cache, res.tier_tokens)):
+            if given and settings.cache_policy != "recompute" and tokens < block:
+                raise KvroofError(
+                    f"{name}: {format_quantity(given, Kind.CAPACITY)} holds {tokens:,.0f} "
+                    f"tokens of KV ({format_quantity(res.host_bytes_per_token, Kind.CAPACITY)} "
+                    f"each on {res.label}), less than one {block}-token prefix block; give "
+                    "more, or 0 for none")
+    keep, outputs, cut = _check_requests(trace, resources, skip_bad)
+    skipped = int((~keep).sum())
+    if keep.sum() == 0:
+        raise KvroofError(f"{trace.path or trace.name}: no request can be served")
+    log = IterationLog()
+    done: list[Request] = []
+    arrivals: list[tuple[float, int, int, int]] = []  # (time, order, request, user)
+    sessions: list[list[int]] = []
+    next_session = 0
+    order = 0
+
+    def on_finish(request: Request, time: float) -> None:
+        nonlocal order, next_session
+        done.append(request)
+        if users is None:
+            return
+        user = request.user
+        follow = _next_of_user(user)
+        if follow is not None:
+            order += 1
+            heapq.heappush(arrivals, (time + think_time, order, follow, user))
+
+    position: dict[int, tuple[int, int]] = {}  # user -> (session, index in it)
+
+    def _next_of_user(user: int) -> int | None:
+        nonlocal next_session
+        session, index = position[user]
+        if index + 1 < len(sessions[session]):
+            position[user] = (session, index + 1)
+            return sessions[session][index + 1]
+        if next_session < len(sessions):
+            position[user] = (next_session, 0)
+            next_session += 1
+            return sessions[next_session - 1][0]
+        return None
+
+    engines = [Engine(i, res, settings, log, on_finish, check)
+               for i, res in enumerate(resources)]
+    router = Router(settings.router, engines)
+    indices = np.flatnonzero(keep)
+    if users is None:
+        assert trace.arrival_time is not None
+        times = trace.arrival_time
+        arrivals = [(float(times[i]), k, int(i), -1) for k, i in enumerate(indices)]
+        order = len(arrivals)
+    else:
+        groups: dict[str, list[int]] = {}
+        for i in indices.tolist():
+            group = trace.group_id[i]
+            if group:
+                groups.setdefault(group, []).append(i)
+            else:
+                sessions.append([i])
+                continue
+            if len(groups[group]) == 1:
+                sessions.append(groups[group])
+        for user in range(min(users, len(sessions))):
+            position[user] = (user, 0)
+            order += 1
+            arrivals.append((0.0, order, sessions[user][0], user))
+        next_session = min(users, len(sessions))
+    heapq.heapify(arrivals)
+    capacity = [res.hbm_tokens - res.state_tokens for res in resources]
+    need = (trace.input_tokens + outputs).tolist()
+    smallest = min(capacity)
+    everyone = list(range(len(engines)))
+    heap: list[tuple[float, int, int]] = []
+    version = [0] * len(engines)
+    total = int(keep.sum())
+    start_wall = wallclock.perf_counter()
+    last_report = start_wall
+    loops = 0
+    first_arrival = arrivals[0][0] if arrivals else 0.0
+    collecting = gc.isenabled()
+    gc.disable()  # the loop makes no reference cycles: the cyclic collector only costs time
+    try:
+        while True:
+            loops += 1
+            if progress is not None and loops % 2048 == 0:
+                now_wall = wallclock.perf_counter()
+                if now_wall - last_report > 0.25:
+                    last_report = now_wall
+                    progress(len(done) / total, min(e.now for e in engines))
+            t_arrival = arrivals[0][0] if arrivals else math.inf
+            while heap and heap[0][1] != version[heap[0][2]]:
+                heapq.heappop(heap)
+            t_engine = heap[0][0] if heap else math.inf
+            if t_arrival == math.inf and t_engine == math.inf:
+                break
+            if t_arrival <= t_engine:
+                time, _, index, user = heapq.heappop(arrivals)
+                ids, ends = trace.blocks(index)
+                preload = int(trace.preload_blocks[index])
+                request = Request(index, time, int(trace.input_tokens[index]), int(outputs[index]),
+                                  ids.tolist(), ends.tolist(), user, preload)
+                fit = everyone if need[index] <= smallest else [
+                    i for i, c in enumerate(capacity) if c >= need[index]]
+                target = router.choose(request, fit, time, int(ends[preload - 1]) if preload else 0)
+                engines[target].accept(request, time)
+                engine = engines[target]
+            else:
+                _, _, target = heapq.heappop(heap)
+                engine = engines[target]
+                engine.advance()
+            version[target] += 1
+            if engine.next_time < math.inf:
+                heapq.heappush(heap, (engine.next_time, version[target], target))
+    finally:
+        if collecting:
+            gc.enable()
+    if progress is not None:
+        progress(1.0, max(e.now for e in engines))
+    wall = wallclock.perf_counter() - start_wall
+    return _result(trace, settings, resources, engines, log, done, skipped, cut, wall,
+                   first_arrival)
+
+
+def _limit_shares(engines: Sequence[Engine]) -> dict[str, float]:
+    counts = [sum(e.limits[i] for e in engines) for i in range(len(LIMITS))]
+    total = sum(counts) or 1
+    return {name: count / total for name, count in zip(LIMITS, counts, strict=True)}
+
+
+def trace_block(trace: RequestTrace) -> int:
+    """Tokens of the trace's largest prefix block."""
+    if not trace.block_ends.size:
+        return 1
+    sizes = np.diff(trace.block_ends)
+    starts = trace.block_offsets[:-1]
+    first = trace.block_ends[starts[trace.block_offsets[1:] > starts]]
+    return int(max(sizes.max(initial=0), first.max(initial=0)))
+
+
+def _result(trace: RequestTrace, settings: SimSettings, resources: Sequence[ReplicaResources],
+            engines: Sequence[Engine], log: IterationLog, done: list[Request], skipped: int,
+            cut: int, wall: float, first_arrival: float) -> SimResult:
+    done.sort(key=lambda r: r.index)
+    columns: dict[str, Any] = {name: [] for name in REQUEST_COLUMNS}
+    for r in done:
+        columns["request"].append(r.index)
+        columns["replica"].append(r.replica)
+        columns["arrival"].append(r.arrival)
+        columns["first_token"].append(r.first_token_time)
+        columns["finish"].append(r.finish_time)
+        columns["input_tokens"].append(r.input)
+        columns["output_tokens"].append(r.output)
+        columns["prompt_tokens"].append(r.prompt)
+        columns["hbm_hit"].append(r.hbm_hit)
+        columns["host_hit"].append(r.host_hit)
+        columns["tier_hit"].append(r.tier_hit)
+        columns["split_recomputed"].append(r.split_recomputed)
+        columns["computed"].append(r.computed)
+        columns["preemptions"].append(r.preemptions)
+    requests = {key: np.asarray(value) for key, value in columns.items()
+                if key not in ("ttft", "tpot", "e2e")}
+    requests["arrival"] = requests["arrival"].astype(np.float64)
+    requests["ttft"] = requests["first_token"] - requests["arrival"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        requests["tpot"] = np.where(requests["output_tokens"] > 1,
+                                    (requests["finish"] - requests["first_token"])
+                                    / (requests["output_tokens"] - 1), np.nan)
+    requests["e2e"] = requests["finish"] - requests["arrival"]
+    requests = {key: requests[key] for key in REQUEST_COLUMNS}
+    iterations = log.arrays()
+    gpus = sum(res.gpus for res in resources)
+    totals = {
+        "start": first_arrival,
+        "budget": resources[0].budget,
+        "replicas": len(engines),
+        "gpus": gpus,
+        "h2d_busy": sum(e.h2d.busy for e in engines),
+        "d2h_busy": sum(e.d2h.busy for e in engines),
+        "peak_flops": sum(res.gpus * float(res.dep.peak_compute) for res in resources),
+        "idle_watts": sum(res.gpus * res.idle_power for res in resources),
+        "idle_power": resources[0].idle_power,
+        "dynamic_joules": sum(e.dynamic_joules for e in engines),
+        "preemptions": sum(e.preemptions for e in engines),
+        "limits": _limit_shares(engines),
+        "output_cut": cut,
+        "skipped": skipped + trace.skipped,
+        "slo_ttft": settings.slo_ttft,
+        "slo_tpot": settings.slo_tpot,
+    }
+    summary = summarize(requests, iterations, totals)
+    summary["simulated_per_wall_second"] = summary["makespan_s"] / wall if wall > 0 else math.inf
+    summary["wall_s"] = wall
+    notes = sorted({note for res in resources for note in res.notes})
+    return SimResult(
+        label=settings.name, replicas=[res.label for res in resources], requests=requests,
+        iterations=iterations, summary=summary, notes=notes,
+        settings={key: value for key, value in asdict(settings).items() if key != "label"},
+    )

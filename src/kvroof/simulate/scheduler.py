@@ -1,0 +1,97 @@
+"""Which waiting requests join the next iteration.
+
+Both policies walk the waiting queue in arrival order (preempted requests go back to its head,
+as in vLLM) while the iteration has token budget left, asking the engine to admit each request
+(:meth:`kvroof.simulate.engine.Engine.try_admit`): a request is admitted when a sequence slot is
+free and its KV (cached prefix loaded, first chunk) fits in HBM; an async load starts instead
+when its KV must come from the host first (it waits outside the batch, in the queue, and is
+picked up once loaded).
+
+- ``fifo`` (vLLM v1's default): stop at the first request that does not fit.
+- ``utilization-aware`` (the seed paper's proposal, made concrete here): skip a request that does
+  not fit and keep filling the token budget with later ones, so that small requests fill the
+  slots a large one leaves. Aging credits bound the unfairness: each time a later request is
+  admitted past a waiting one, that one earns a credit, and a request with ``aging_limit``
+  credits may no longer be passed (the walk stops there, as FIFO would). Admission control:
+  while more than ``admission_backlog`` seconds of copies are queued on the host link, a request
+  whose load would outlast its own prefill (high kappa_ratio) is held back and compute-heavy
+  requests go first; held requests earn credits too, so they are never held forever. The walk
+  looks at most :data:`LOOKAHEAD` requests per iteration.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kvroof.simulate.request import LOADING, READY, Request
+
+if TYPE_CHECKING:
+    from kvroof.simulate.engine import Engine
+
+__all__ = ["ADMITTED", "BLOCKED", "HELD", "LOADING_STARTED", "LOOKAHEAD", "NO_SEAT", "admit"]
+
+ADMITTED = 0
+LOADING_STARTED = 1
+BLOCKED = 2
+NO_SEAT = 3
+HELD = 4
+
+LOOKAHEAD = 256
+"""Waiting requests the utilization-aware scheduler examines per iteration (bounds its cost on
+a long queue)."""
+
+
+LIMITS = ("queue", "budget", "seats", "kv", "link")
+"""Why a batch is no larger: the queue ran out (nothing else could start), the token budget ran
+out, every sequence slot is taken, a waiting request's KV did not fit in HBM, or a request was
+held back for the host link (utilization-aware admission control)."""
+
+
+def admit(engine: Engine, budget: int, skip: bool, aging_limit: int) -> tuple[int, int]:
+    """Admit waiting requests into the iteration being scheduled; returns the budget left and
+    what limited the batch (an index into :data:`LIMITS`). ``skip``: utilization-aware (skip
+    what does not fit), else FIFO."""
+    waiting = engine.waiting
+    now = engine.now
+    i = 0
+    scanned = 0
+    passed_over: list[Request] = []
+    limit = 0
+    while i < len(waiting) and budget > 0:
+        if skip:
+            if scanned >= LOOKAHEAD:
+                break
+            scanned += 1
+        request = waiting[i]
+        if request.state == LOADING:
+            if request.load_done > now:
+                i += 1
+                continue
+            request.state = READY
+        urgent = not skip or request.passed >= aging_limit
+        status, used = engine.try_admit(request, budget, hold=not urgent)
+        if status == NO_SEAT:
+            return budget, 2
+        if status in (BLOCKED, HELD):
+            if limit != 3:
+                limit = 3 if status == BLOCKED else 4
+            if urgent:
+                break
+            passed_over.append(request)
+            i += 1
+            continue
+        stop = False
+        for other in passed_over:
+            other.passed += 1
+            stop = stop or other.passed >= aging_limit
+        if status == LOADING_STARTED:
+            i += 1
+        else:
+            del waiting[i]
+            budget -= used
+        if stop:  # a passed-over request has used up its credits: nobody else passes it
+            limit = 3
+            break
+    if budget <= 0 and limit == 0:
+        return budget, 1
+    return budget, limit
