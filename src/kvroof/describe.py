@@ -128,13 +128,13 @@ def derived_figures(spec: BaseModel) -> dict[str, float]:
         "kv_bytes_per_token": kv_bytes_per_token(spec, "bf16"),
         "kv_bytes_per_token_per_layer": kv_bytes_per_token_per_layer(spec, "bf16"),
     }
-    bounded = sum(g.count * g.bytes_per_position * g.span for g in kv_breakdown(spec, "bf16")
-                  if g.holds in ("window", "chunk"))
+    bounded = sum(g.count * g.bytes_per_position * g.most_kept
+                  for g in kv_breakdown(spec, "bf16") if g.holds in ("window", "chunk"))
     if bounded:
         figures["kv_bytes_bounded_per_sequence"] = bounded
     if spec.sliding_window is not None:
         figures["kv_bytes_sliding_per_sequence"] = (
-            spec.num_sliding_layers * spec.sliding_window.size
+            spec.num_sliding_layers * (spec.sliding_window.size - 1)
             * kv_bytes_per_token_per_layer(spec, "bf16")
         )
     state = state_bytes(spec)
@@ -149,7 +149,7 @@ def layer_group_rows(spec: ModelSpec, kv_dtype: str = "bf16") -> list[dict[str, 
     per (query, key) pair (MLA expanded, as vLLM and SGLang prefill)."""
     rows = []
     for group in layer_groups(spec):
-        holds = {"all": "every token", "window": f"last {group.span:g} tokens",
+        holds = {"all": "every token", "window": f"last {group.keep:g} tokens",
                  "chunk": f"current chunk of {group.span:g}", "none": "none"}[group.holds]
         pairs = {"full": "every earlier key", "window": f"at most {group.span:g} keys",
                  "chunk": f"its chunk of {group.span:g}", "none": "none"}[group.rule]

@@ -10,7 +10,7 @@ import numpy as np
 
 from kvroof.cost.collectives import collective_bandwidth, collective_latency
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.kv import kv_bytes
+from kvroof.cost.kv import kv_bytes, kv_bytes_per_token_per_layer
 from kvroof.specs.model import GQAAttention, MLAAttention, ModelSpec, MoEFFN
 
 
@@ -140,6 +140,18 @@ def allreduce(dep: Deployment, t: Any, share: Any) -> Any:
     return np.where(t > 0, 2.0 * dep.model.num_layers * each, 0.0)
 
 
+def kv_read(model: ModelSpec, k: Any, t: Any, kv_dtype: str) -> Any:
+    """KV bytes a prefill reads: every layer its K + T positions, but a window-W layer only the
+    W - 1 cached positions the first new query sees and the T new ones."""
+    if model.sliding_window is None:
+        return kv_bytes(model, k + t, kv_dtype)
+    per_layer = kv_bytes_per_token_per_layer(model, kv_dtype)
+    sliding = model.num_sliding_layers
+    window = float(model.sliding_window.size)
+    return per_layer * ((model.num_layers - sliding) * (k + t)
+                        + sliding * (np.minimum(k, window - 1.0) + t))
+
+
 def compute_parts(dep: Deployment, t: Any, k: Any) -> tuple[Any, Any, Any, Any]:
     """(flops, flop_time, hbm_time, comm_time) of a request alone or in its iteration."""
     t = np.asarray(t, dtype=np.float64)
@@ -151,7 +163,7 @@ def compute_parts(dep: Deployment, t: Any, k: Any) -> tuple[Any, Any, Any, Any]:
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(n > 0, t / np.where(n > 0, n, 1.0), 0.0)
     weights = share * weights_read_per_rank(dep, n)
-    kv = np.where(t > 0, kv_bytes(dep.model, k + t, dep.kv_dtype) * rank_share(dep), 0.0)
+    kv = np.where(t > 0, kv_read(dep.model, k, t, dep.kv_dtype) * rank_share(dep), 0.0)
     hbm_time = (weights + kv) / np.asarray(dep.effective_hbm_bandwidth)
     return flops, flops / rate, hbm_time, allreduce(dep, t, share)
 

@@ -37,12 +37,13 @@ def test_linear_layers_by_hand_qwen3_next() -> None:
 
     One Gated DeltaNet layer per new token: in_proj_qkvz 2 x 2048 x (2 x 16 x 128 + 2 x 32 x 128)
     = 50,331,648; in_proj_ba 2 x 2048 x 64 = 262,144; out_proj 2 x 4096 x 2048 = 16,777,216;
-    convolution 2 x 8,192 channels x 4 = 65,536; core 32 x (64 x (4 x 128 + 2 x 128) + 6 x 128 x
-    128) = 4,718,592: 72,155,136 in all, whatever K. The 12 full layers score 128 x 5000 + 128 x
-    129 / 2 = 648,256 pairs each at 4 x 16 x 256 = 16,384 FLOPs."""
+    convolution 2 x 8,192 channels x 4 = 65,536; core 32 x (64 x (6 x 128 + 4 x 128) + 6 x 128 x
+    128) = 5,767,168 (derived in test_linear_core_by_hand): 73,203,712 in all, whatever K. The 12
+    full layers score 128 x 5000 + 128 x 129 / 2 = 648,256 pairs each at 4 x 16 x 256 = 16,384
+    FLOPs."""
     model = REG.model("qwen3-next-80b-a3b")
-    per_layer = 50_331_648 + 262_144 + 16_777_216 + 65_536 + 4_718_592
-    assert per_layer == 72_155_136
+    per_layer = 50_331_648 + 262_144 + 16_777_216 + 65_536 + 5_767_168
+    assert per_layer == 73_203_712
     for k in (0, 5000, 1_000_000):
         assert prefill_flops(model, 128, k).linear_attention == 36 * per_layer * 128
     assert prefill_flops(model, 128, 5000).attention_core == 12 * 16_384 * 648_256
@@ -53,6 +54,32 @@ def test_linear_layers_by_hand_qwen3_next() -> None:
     # TP 8 splits the value heads (32 / 8 = 4 a rank) and the 2 KV heads over 8 ranks (1/2 each)
     tp8 = h100(model, tp=8)
     assert load_bytes_per_rank(tp8, 5000) == 24_576 * 5000 / 2 + 77_266_944 / 8
+
+
+def test_linear_core_by_hand() -> None:
+    """The chunkwise gated delta rule as FLA runs it (fla/ops/gated_delta_rule/chunk.py
+    chunk_gated_delta_rule_fwd), per chunk of c = 64 tokens and value head, d_k = d_v = 128:
+    chunk_scaled_dot_kkt_fwd (beta k) k^T, a (c x d_k)(d_k x c) product, 2 c^2 d_k = 1,048,576;
+    solve_tril inverts the unit-lower-triangular result (not counted); recompute_w_u_fwd
+    w = A (beta k e^g) and u = A (beta v), (c x c)(c x d_k) and (c x c)(c x d_v) tile products
+    (wy_fast.py recompute_w_u_fwd_kernel: tl.dot(b_A, ...)), 2 c^2 d_k + 2 c^2 d_v = 2,097,152;
+    chunk_gated_delta_rule_fwd_h v_new = u - w h and h += k^T v_new, (c x d_k)(d_k x d_v) and
+    (d_k x c)(c x d_v), 4 c d_k d_v = 4,194,304; chunk_fwd_o q h, (q k^T) v_new, 2 c d_k d_v +
+    2 c^2 d_k + 2 c^2 d_v = 4,194,304. 11,534,336 a chunk, 180,224 a token, x 32 value heads =
+    5,767,168 for Qwen3-Next; a decode's recurrent step reads, corrects and writes the d_k x d_v
+    state, 3 x 2 d_k d_v = 98,304 a head. Kimi Linear's KDA (chunk_kda) runs the same products
+    with 32 heads of 128 x 128."""
+    from kvroof.cost.groups import linear_core_flops
+    from kvroof.specs.layers import LinearLayer
+
+    per_chunk = (2 * 64**2 * 128 + 2 * 64**2 * (128 + 128) + 4 * 64 * 128 * 128
+                 + 2 * 64 * 128 * 128 + 2 * 64**2 * (128 + 128))
+    assert per_chunk == 11_534_336 and per_chunk // 64 == 180_224
+    for name in ("qwen3-next-80b-a3b", "kimi-linear-48b-a3b"):
+        layer = next(kind for _, kind in REG.model(name).layer_kinds if kind.kind == "linear")
+        assert isinstance(layer, LinearLayer) and layer.num_value_heads == 32
+        assert linear_core_flops(layer) == 32 * 180_224 == 5_767_168
+        assert linear_core_flops(layer, decode=True) == 32 * 98_304
 
 
 def test_sparse_layers_by_hand_deepseek_v32() -> None:
@@ -100,12 +127,13 @@ def test_chunked_layers_by_hand_llama4_scout() -> None:
 def test_shared_layers_by_hand_gemma4_e2b() -> None:
     """Gemma-4-E2B: layers 0-14 keep KV (12 sliding of 512 tokens, 1 KV head x 256; 3 full, 1 x
     512), layers 15-34 reuse layers 13 and 14. For K = 1000: 3 x 2 x 512 x 2 B x 1000 + 12 x 2 x
-    256 x 2 B x min(1000, 512) = 6,144,000 + 6,291,456 bytes, nothing for the 20 sharing layers.
+    256 x 2 B x min(1000, 511) = 6,144,000 + 6,279,168 bytes (a window-512 query sees its own key
+    and 511 earlier ones), nothing for the 20 sharing layers.
     Their attention costs as their source's: 16 + 12 sliding layers and 4 + 3 full layers score
     pairs at 4 x 8 x 256 = 8,192 and 4 x 8 x 512 = 16,384 FLOPs; a sharing layer projects only
     its query and output (2 x 2 x 1536 x 8 x 256 = 12,582,912 FLOPs a token for a sliding one)."""
     model = REG.model("gemma-4-e2b")
-    assert kv_bytes(model, 1000) == 6_144_000 + 6_291_456
+    assert kv_bytes(model, 1000) == 6_144_000 + 6_279_168
     t, k = 64, 1000
     sliding = attention_pairs(t, k, window=512)
     full = attention_pairs(t, k)

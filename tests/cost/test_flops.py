@@ -153,3 +153,35 @@ def test_bad_token_counts(t: float, k: float) -> None:
 def test_bad_mla_mode() -> None:
     with pytest.raises(KvroofError, match="mla_mode"):
         prefill_flops(_DSV3, 1, 1, mla_mode="compressed")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mla_mode", ["expanded", "absorbed"])
+def test_layers_add_up_to_the_model(registry: Registry, mla_mode: str) -> None:
+    """layer_prefill_flops splits prefill_flops by layer: every part summed over the layers,
+    plus the LM head and the per-layer inputs' projection from the hidden state (2 d L h_ple per
+    token, Gemma-4-E2B: 2 x 1536 x 35 x 256), equals the whole model's, for every registry model
+    (T and K on both sides of windows, chunks and top-k caps)."""
+    from kvroof.cost.flops import layer_prefill_flops
+
+    for name in registry.names("model"):
+        model = registry.model(name)
+        ple = model.per_layer_input
+        projection = 0 if ple is None else 2 * model.hidden_size * model.num_layers \
+            * ple.hidden_size
+        for t, k in ((1, 0), (512, 3000), (128, 70_000)):
+            whole = prefill_flops(model, t, k, mla_mode).as_dict()  # type: ignore[arg-type]
+            layers = [layer_prefill_flops(model, i, t, k, mla_mode).as_dict()  # type: ignore[arg-type]
+                      for i in range(model.num_layers)]
+            outside = {"lm_head": whole["lm_head"], "per_layer_input": projection * t,
+                       "total": whole["lm_head"] + projection * t}
+            for part, value in whole.items():
+                summed = sum(layer[part] for layer in layers) + outside.get(part, 0.0)
+                assert summed == pytest.approx(value, rel=1e-12, abs=0), (name, part, t, k)
+            assert all(layer["lm_head"] == 0 for layer in layers)
+
+
+def test_layer_index_is_checked(registry: Registry) -> None:
+    from kvroof.cost.flops import layer_prefill_flops
+
+    with pytest.raises(KvroofError, match="layer: expected 0 to 31"):
+        layer_prefill_flops(registry.model("llama-3.1-8b"), 32, 1)

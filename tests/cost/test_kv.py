@@ -130,12 +130,17 @@ def test_sliding_window_bytes_are_bounded(registry: Registry) -> None:
     model = registry.model("gpt-oss-120b")
     per_layer = kv_bytes_per_token_per_layer(model)  # 2 x 8 x 64 x 2 = 2048 B
     assert per_layer == 2048
-    # K <= 128: all 36 layers hold every token.
+    # K <= 127: all 36 layers hold every token.
     assert kv_bytes(model, 100) == 36 * 2048 * 100
-    # K > 128: 18 full layers hold K tokens, 18 sliding layers hold 128 each.
+    assert kv_bytes(model, 127) == 36 * 2048 * 127
+    # K >= 127: 18 full layers hold K tokens, 18 sliding layers hold 127 each.
     # sliding_window 128 on the 18 even layers (github.com/openai/gpt-oss gpt_oss/torch/model.py):
-    # 18 x 128 x 2048 = 4,718,592 B per sequence for the sliding layers.
-    assert kv_bytes(model, 65_536) == 18 * 2048 * 65_536 + 4_718_592
+    # the next query, at position K, sees K - 127 .. K, so a sliding layer needs the 127 positions
+    # before it (vLLM's SlidingWindowManager.get_num_skipped_tokens frees K - 128 + 1;
+    # transformers' DynamicSlidingWindowLayer keeps 127): 18 x 127 x 2048 = 4,681,728 B per
+    # sequence for the sliding layers.
+    assert kv_bytes(model, 128) == 18 * 2048 * 128 + 4_681_728
+    assert kv_bytes(model, 65_536) == 18 * 2048 * 65_536 + 4_681_728
 
 
 def test_gpt_oss_20b_sliding_bytes(registry: Registry) -> None:
@@ -143,11 +148,34 @@ def test_gpt_oss_20b_sliding_bytes(registry: Registry) -> None:
     per_layer = kv_bytes_per_token_per_layer(model)  # 2 x 8 x 64 x 2 = 2048 B, as for 120b
     assert per_layer == 2048
     assert model.num_sliding_layers == 12
-    # K <= 128: all 24 layers hold every token.
+    # K <= 127: all 24 layers hold every token.
     assert kv_bytes(model, 100) == 24 * 2048 * 100
-    # K > 128: 12 full layers hold K tokens, 12 sliding layers 128 each (12 x 128 x 2048 =
-    # 3,145,728 B per sequence).
-    assert kv_bytes(model, 65_536) == 12 * 2048 * 65_536 + 3_145_728
+    # K >= 127: 12 full layers hold K tokens, 12 sliding layers the 127 positions a window-128
+    # query sees besides its own (12 x 127 x 2048 = 3,121,152 B per sequence).
+    assert kv_bytes(model, 65_536) == 12 * 2048 * 65_536 + 3_121_152
+
+
+def test_sliding_layers_load_save_read_and_reserve(registry: Registry) -> None:
+    """gpt-oss-120b on one H100 (TP 1), 18 full and 18 sliding layers of 2,048 B per position
+    (test_sliding_window_bytes_are_bounded). A window-128 layer keeps the 127 positions the next
+    query sees besides its own, so a load of K = 8,192 cached tokens moves 18 x 2,048 x (8,192 +
+    127) = 306,671,616 B (36,864 B less than a window of 128 would) and the write-back of T = 512
+    new tokens 18 x 2,048 x (512 + 127). A prefill of T = 512 on K = 8,192 reads from HBM what its
+    queries see: the full layers every position, 18 x 2,048 x 8,704, the sliding layers the 127
+    cached positions the first new query sees and the 512 new ones, 18 x 2,048 x 639. What must
+    fit while a sequence of P positions runs counts a sliding layer at min(P, 128): the 127 kept
+    and the running query's own key."""
+    from kvroof.cost.deployment import deployment
+    from kvroof.cost.terms import kv_read
+    from kvroof.cost.transfer import kv_peak_bytes_per_rank, load_bytes_per_rank
+
+    dep = deployment("gpt-oss-120b", accelerator="h100", registry=registry)
+    assert load_bytes_per_rank(dep, 8192) == 306_671_616 == 18 * 2048 * (8192 + 127)
+    assert dep.terms.save.per_token * 512 + sum(
+        c * min(512, keep) for keep, c in dep.terms.save.windows) == 18 * 2048 * (512 + 127)
+    assert kv_read(dep.terms, 8192.0, 512.0) == 18 * 2048 * 8704 + 18 * 2048 * 639
+    assert kv_peak_bytes_per_rank(dep, 8192) == 18 * 2048 * 8192 + 18 * 2048 * 128
+    assert kv_peak_bytes_per_rank(dep, 100) == 36 * 2048 * 100
 
 
 def test_kv_bytes_broadcasts(registry: Registry) -> None:

@@ -61,7 +61,7 @@ TOTALS = [
     # Meta's ~109B includes Scout's vision encoder (with the projector about 1B, not counted here):
     # ours 107.77B is 1.1% below.
     ("llama-4-scout-17b-16e", 109e9, 0.015),
-    ("gemma-3-27b", 27e9, 0.01),  # ours 27.01B (the 0.4B SigLIP encoder left out)
+    ("gemma-3-27b", 27e9, 0.01),  # ours 27.009B (the 0.4B SigLIP encoder left out)
     ("minimax-m2.5", 229.9e9, 0.01),  # ours 228.69B
     ("qwen3-coder-480b-a35b", 480e9, 0.01),  # ours 480.15B
     # Moonshot's "48B" is the name's figure: ours 49.12B (26 MoE layers x 256 experts x 3 x 2304
@@ -293,6 +293,57 @@ def test_family_active_rounds_to_published(
             "without embedding": counts.active_without_embedding,
             "without embedding and head": counts.active - counts.embedding - counts.lm_head}[how]
     assert abs(ours - published) <= unit / 2, how
+
+
+def test_gemma_layers_have_four_norms(registry: Registry) -> None:
+    """Gemma 3 and 4 decoder layers normalize before and after attention and before and after
+    the FFN (transformers Gemma3DecoderLayer, Gemma4TextDecoderLayer: input_layernorm,
+    post_attention_layernorm, pre_feedforward_layernorm, post_feedforward_layernorm): Gemma-3-27B
+    (4 x 62 + 1) x 5,376 = 1,338,624 norm weights, 62 x 2 x 5,376 = 666,624 more than two a
+    layer; total 27,009,346,304 against the report's 27B. Gemma-4-E2B (4 x 35 + 1) x 1,536 =
+    216,576 (its per-layer input norms are counted with the per-layer input)."""
+    gemma3 = param_counts(registry.model("gemma-3-27b"))
+    assert gemma3.norms == (4 * 62 + 1) * 5376 == 1_338_624
+    assert gemma3.total == 27_009_346_304
+    assert param_counts(registry.model("gemma-4-e2b")).norms == (4 * 35 + 1) * 1536
+    assert registry.model("llama-3.1-8b").layer_norms == 2
+
+
+def test_qwen_shared_expert_gate(registry: Registry) -> None:
+    """Qwen3-Next and Qwen3.5 MoE gate their shared expert's output with a sigmoid of a
+    hidden x 1 projection (transformers Qwen3NextSparseMoeBlock.shared_expert_gate): 2,048
+    weights in each of Qwen3-Next's 48 MoE layers, 98,304 in all (total 79,674,391,296, what
+    transformers' module tree holds with A_log and dt_bias), and 2 x 2,048 FLOPs per token per
+    layer beside the shared expert's 6 x 2,048 x 512."""
+    from kvroof.cost.flops import prefill_flops
+
+    model = registry.model("qwen3-next-80b-a3b")
+    assert isinstance(model.ffn, MoEFFN) and model.ffn.shared_expert_gate
+    ungated = model.model_copy(update={"ffn": model.ffn.model_copy(
+        update={"shared_expert_gate": False})})
+    assert param_counts(model).shared_experts - param_counts(ungated).shared_experts == 98_304
+    assert param_counts(model).total == 79_674_391_296
+    assert prefill_flops(model, 1).ffn_shared == 48 * (6 * 2048 * 512 + 2 * 2048)
+
+
+def test_minimax_qk_norms_span_all_heads(registry: Registry) -> None:
+    """MiniMax-M2.5's q/k RMSNorms normalize the whole query and key projections
+    (qk_norm_type per_layer; transformers modeling_minimax_m2.py: q_norm over 48 x 128, k_norm
+    over 8 x 128 channels): (48 + 8) x 128 = 7,168 weights a layer, 62 x 7,168 = 444,416 in all,
+    where a per-head norm would have 2 x 128 = 256 a layer (62 x 256 = 15,872): 428,544 more. At
+    TP 8 the query norm splits with the heads (768 a rank) and the key norm with the KV heads
+    (128 a rank), as vLLM's MiniMaxText01RMSNormTP shards them."""
+    from kvroof.cost.params import layer_params
+
+    model = registry.model("minimax-m2.5")
+    per_head = model.model_copy(update={"attention": model.attention.model_copy(
+        update={"qk_norm_scope": "per_head"})})
+    assert param_counts(model).total - param_counts(per_head).total == 62 * (7168 - 256)
+    att = layer_params(model, dict(model.layer_kinds)["full"])
+    d = 3072
+    assert att.per_head == 2 * d * 48 * 128 + 48 * 128  # q and o projections + q norm
+    assert att.per_kv_head == 2 * d * 8 * 128 + 8 * 128  # k and v projections + k norm
+    assert att.replicated == 0
 
 
 def test_deepseek_v32_active_is_v3_plus_indexers(registry: Registry) -> None:

@@ -387,9 +387,10 @@ def test_system_measurement_only_for_its_own_link() -> None:
 
 def test_sliding_layers_copy_only_their_window() -> None:
     """gpt-oss at K = 65,536, 256-token blocks, one copy per layer per block: 18 full layers x
-    256 blocks + 18 sliding layers x 128/256 of a block = 4,617 copies."""
+    256 blocks + 18 sliding layers x 127/256 of a block (the 127 positions a window-128 query
+    needs besides its own) = 4,616.93 copies."""
     dep = h100("gpt-oss-120b")
-    assert dep.granularity.transfers(dep.model, 65536) == pytest.approx(18 * 256 + 18 * 0.5)
+    assert dep.granularity.transfers(dep.model, 65536) == pytest.approx(18 * 256 + 18 * 127 / 256)
 
 
 def test_gpus_loading_and_token_bounds() -> None:

@@ -108,6 +108,19 @@ def test_heads_not_divisible(tmp_path: Path) -> None:
     expect_error(path, "attention", "num_heads (8) is not divisible by num_kv_heads (3)")
 
 
+def test_qk_norm_scope_without_qk_norm(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("head_dim: 16}", "head_dim: 16, "
+                                              "qk_norm_scope: all_heads}"))
+    expect_error(path, "attention", "qk_norm_scope all_heads needs qk_norm: true")
+
+
+def test_shared_expert_gate_without_shared_experts(tmp_path: Path) -> None:
+    path = write(tmp_path, GOOD_MODEL.replace("expert_intermediate_size: 32}",
+                                              "expert_intermediate_size: 32, "
+                                              "shared_expert_gate: true}"))
+    expect_error(path, "ffn", "shared_expert_gate needs shared experts")
+
+
 def test_top_k_above_experts(tmp_path: Path) -> None:
     path = write(tmp_path, GOOD_MODEL.replace("experts_per_token: 2", "experts_per_token: 5"))
     expect_error(path, "ffn", "experts_per_token (5) exceeds num_experts (4)")

@@ -122,7 +122,7 @@ def kind_shares(model: ModelSpec, new_tokens: float, cached_tokens: float,
     for kind, load in loads.items():
         members = [g for g in groups if g.kind == kind]
         bounded = 0.0 if local_kv == "all" else sum(
-            g.count * g.kv_bytes_per_position(kv_dtype) * g.span for g in members
+            g.count * g.kv_bytes_per_position(kv_dtype) * g.most_kept for g in members
             if g.holds in ("window", "chunk"))
         flops = float(with_k.get(kind, 0.0)) - float(without.get(kind, 0.0))
         shares.append(KindShare(

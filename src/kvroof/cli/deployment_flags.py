@@ -114,7 +114,7 @@ def add_deployment_flags(
                            "shard and all-gathers (default every-rank)")
     tune.add_argument("--local-kv", default="held", choices=LOCAL_KV,
                       help="what sliding-window and chunked layers keep and load: held (the "
-                           "last W tokens, or the current chunk, as vLLM's hybrid KV cache "
+                           "last W - 1 tokens, or the current chunk, as vLLM's hybrid KV cache "
                            "manager keeps them) or all (every cached token, as an engine that "
                            "allocates every layer like a full-attention one) (default held)")
     tune.add_argument("--sparse-load", default="all", metavar="all|SHARE",

@@ -154,7 +154,7 @@ class Granularity:
 
     def transfers(self, model: ModelSpec, cached_tokens: ArrayLike) -> Any:
         """Number of copies (amortized) to move ``cached_tokens`` tokens. A sliding-window
-        layer holds at most ``W`` tokens, so it needs only the blocks of those (a chunked layer
+        layer holds at most ``W - 1`` tokens, so it needs only the blocks of those (a chunked layer
         those of its current chunk)."""
         k = token_count("cached_tokens", cached_tokens)
         return scalar_or_array(np.asarray(evaluate(self.copy_terms(model), k),

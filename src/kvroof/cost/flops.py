@@ -20,7 +20,8 @@ Counting conventions (pinned by the tests; the per-kind ones are in :mod:`kvroof
   layers attend to at most top-k keys a query and their indexer scores every pair; linear layers
   cost a fixed amount per new token (see :mod:`kvroof.cost.groups`).
 - FFN per new token per layer: gated dense ``6*d*ff``; MoE router ``2*d*E``, routed experts
-  ``k*6*d*ff_e``, shared experts ``n_shared*6*d*ff_shared``; the ``first_k_dense`` (and, with
+  ``k*6*d*ff_e``, shared experts ``n_shared*6*d*ff_shared`` (plus ``2*d`` for their output gate,
+  Qwen3-Next and Qwen3.5); the ``first_k_dense`` (and, with
   ``moe_layer_step``, the interleaved) layers use a dense FFN.
 - Per-layer inputs (Gemma 4 E-models): ``2*d*L*h_ple`` for the projection from the hidden state
   and ``4*d*h_ple`` per layer for the gate and the projection back.
@@ -42,6 +43,7 @@ from numpy.typing import ArrayLike
 from kvroof.cost.checks import minimum, scalar_or_array, token_count, when_positive
 from kvroof.cost.groups import attention_projection_flops, layer_groups
 from kvroof.errors import KvroofError
+from kvroof.specs.layers import LayerKind
 from kvroof.specs.model import ModelSpec, MoEFFN
 
 __all__ = [
@@ -55,6 +57,7 @@ __all__ = [
     "decode_flops",
     "decode_flops_sum",
     "flop_terms",
+    "layer_prefill_flops",
     "prefill_flops",
     "prefill_flops_total",
     "projection_flops_per_token",
@@ -167,29 +170,45 @@ class PrefillFlops:
         return parts
 
 
-def _ffn_flops_per_token(model: ModelSpec) -> tuple[float, float, float, float]:
-    """(dense, routed, shared, router) FLOPs per token summed over all layers."""
-    d, layers = model.hidden_size, model.num_layers
+def _ffn_layer_flops(model: ModelSpec, layer: int, kind: LayerKind) -> tuple[float, float,
+                                                                              float, float]:
+    """(dense, routed, shared, router) FLOPs per token of the FFN of layer ``layer`` (of kind
+    ``kind``)."""
+    d = float(model.hidden_size)
     ffn = model.ffn
     if not isinstance(ffn, MoEFFN):
-        widths = [kind.ffn_intermediate_size or ffn.intermediate_size
-                  for _, kind in model.layer_kinds]
-        return 6.0 * d * float(sum(widths)), 0.0, 0.0, 0.0
-    moe_layers = ffn.num_moe_layers(layers)
-    dense = 6.0 * d * (ffn.dense_intermediate_size or 0) * (layers - moe_layers)
-    routed = 6.0 * d * ffn.expert_intermediate_size * ffn.experts_per_token * moe_layers
-    shared = 6.0 * d * ffn.shared_expert_intermediate_size * ffn.num_shared_experts * moe_layers
-    router = 2.0 * d * ffn.num_experts * moe_layers
-    return dense, routed, shared, router
+        return 6.0 * d * (kind.ffn_intermediate_size or ffn.intermediate_size), 0.0, 0.0, 0.0
+    if not ffn.is_moe_layer(layer):
+        return 6.0 * d * (ffn.dense_intermediate_size or 0), 0.0, 0.0, 0.0
+    shared = (6.0 * d * ffn.shared_expert_intermediate_size * ffn.num_shared_experts
+              + (2.0 * d if ffn.shared_expert_gate else 0.0))
+    return (0.0, 6.0 * d * ffn.expert_intermediate_size * ffn.experts_per_token, shared,
+            2.0 * d * ffn.num_experts)
+
+
+def _ffn_flops_per_token(model: ModelSpec) -> tuple[float, float, float, float]:
+    """(dense, routed, shared, router) FLOPs per token summed over all layers."""
+    totals = [0.0, 0.0, 0.0, 0.0]
+    for layer, (_, kind) in enumerate(model.layer_kinds):
+        for part, value in enumerate(_ffn_layer_flops(model, layer, kind)):
+            totals[part] += value
+    return totals[0], totals[1], totals[2], totals[3]
+
+
+def _per_layer_input_parts(model: ModelSpec) -> tuple[float, float]:
+    """(model-level projection, each layer's gate and projection back) FLOPs per token of the
+    per-layer inputs: ``2 d L h_ple`` and ``4 d h_ple`` (0 without per-layer inputs)."""
+    ple = model.per_layer_input
+    if ple is None:
+        return 0.0, 0.0
+    d = model.hidden_size
+    return float(2 * d * model.num_layers * ple.hidden_size), float(4 * d * ple.hidden_size)
 
 
 def per_layer_input_flops(model: ModelSpec) -> float:
     """Per-layer input FLOPs per token (0 without per-layer inputs)."""
-    ple = model.per_layer_input
-    if ple is None:
-        return 0.0
-    d, layers = model.hidden_size, model.num_layers
-    return float(2 * d * layers * ple.hidden_size + layers * 4 * d * ple.hidden_size)
+    projection, per_layer = _per_layer_input_parts(model)
+    return projection + model.num_layers * per_layer
 
 
 Cap = tuple[str, float, float]
@@ -356,7 +375,7 @@ def prefill_flops(
     core = terms.pair_full * pairs
     if terms.caps:
         core = core + _capped_core(terms, t, k)
-    mla_up = terms.up * np.where(t > 0, k + t, 0.0) if terms.up else terms.absorbed * t
+    mla_up = terms.up * np.where(t > 0, k + t, 0.0) + terms.absorbed * t
 
     def part(value: Any) -> Any:
         return scalar_or_array(np.asarray(value, dtype=np.float64))
@@ -373,6 +392,53 @@ def prefill_flops(
         router=part(terms.router * t),
         per_layer_input=part(terms.per_layer_input * t),
         lm_head=part(np.where(t > 0, terms.lm_head, 0.0)),
+    )
+
+
+def layer_prefill_flops(
+    model: ModelSpec,
+    layer: int,
+    new_tokens: ArrayLike,
+    cached_tokens: ArrayLike = 0,
+    mla_mode: MlaMode = "expanded",
+) -> PrefillFlops:
+    """The FLOPs of layer ``layer`` (0-based) in a prefill of ``new_tokens`` on
+    ``cached_tokens``, by part: its share of :func:`prefill_flops`, from the same per-layer
+    constants (:func:`~kvroof.cost.groups.layer_groups`). The LM head and the per-layer inputs'
+    projection from the hidden state (``2 d L h_ple`` per token) belong to no layer;
+    ``per_layer_input`` is the layer's own gate and projection back (``4 d h_ple``)."""
+    _check_mla_mode(mla_mode)
+    kinds = model.layer_kinds
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(kinds):
+        raise KvroofError(f"layer: expected 0 to {len(kinds) - 1} for {model.name}, got "
+                          f"{layer!r}")
+    name, kind = kinds[layer]
+    group = next(g for g in layer_groups(model, mla_mode) if g.name == name)
+    t = token_count("new_tokens", new_tokens)
+    k = token_count("cached_tokens", cached_tokens)
+    t, k = np.broadcast_arrays(t, k)
+    zero = np.zeros_like(t)
+    dense, routed, shared, router = _ffn_layer_flops(model, layer, kind)
+
+    def part(value: Any) -> Any:
+        return scalar_or_array(np.asarray(value + zero, dtype=np.float64))
+
+    if group.kind == "linear":
+        projections = core = mla_up = indexer = zero
+        linear = group.projections * t
+    else:
+        full = t * k + t * (t + 1.0) / 2.0
+        pairs = full if group.rule == "full" else capped_pairs(group.rule, group.span, t, k)
+        projections, linear = group.projections * t, zero
+        core = group.per_pair * pairs
+        mla_up = group.up * np.where(t > 0, k + t, 0.0) + group.absorbed * t
+        indexer = group.index_tokens * t + group.index_pair * full
+    return PrefillFlops(
+        attention_projections=part(projections), attention_core=part(core),
+        mla_up=part(mla_up), linear_attention=part(linear), indexer=part(indexer),
+        ffn_dense=part(dense * t), ffn_routed=part(routed * t), ffn_shared=part(shared * t),
+        router=part(router * t), per_layer_input=part(_per_layer_input_parts(model)[1] * t),
+        lm_head=part(zero),
     )
 
 

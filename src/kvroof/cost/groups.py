@@ -12,7 +12,10 @@ elementwise, RoPE and biases are not counted):
   indexer key, ``indexer.head_dim`` elements in ``indexer.key_dtype`` plus
   ``indexer.key_scale_bytes``; linear and shared layers hold none.
 - **Positions a layer holds for ``K`` cached tokens**: full and sparse ``K``; sliding
-  ``min(K, W)``; chunked ``K mod C`` (the current chunk; every earlier chunk is out of reach);
+  ``min(K, W - 1)`` (the next query, at position ``K``, sees ``K - W + 1 .. K``: its own key and
+  ``W - 1`` earlier ones; vLLM's ``SlidingWindowManager`` frees the rest,
+  ``get_num_skipped_tokens = K - W + 1``); chunked ``K mod C`` (the current chunk; every earlier
+  chunk is out of reach, vLLM's ``ChunkedLocalAttentionManager`` skips ``floor(K/C) x C``);
   linear and shared none. A linear layer holds a **fixed state** per request instead:
   ``num_value_heads x key_head_dim x value_head_dim`` in ``state_dtype`` plus the convolution
   state, ``channels x (conv_kernel - 1)`` in ``conv_dtype``.
@@ -35,12 +38,15 @@ elementwise, RoPE and biases are not counted):
   ``q/k/v_proj`` ``2d(2 n d_k + n d_v)``, forget gate ``2d d_k + 2 d_k n d_k``, output gate
   ``2d d_k + 2 d_k n d_v``, ``b_proj`` ``2d n``, ``o_proj`` ``2 n d_v d``), the depthwise
   convolution ``2 x channels x kernel``, and the delta-rule core per value head: in a prefill
-  the chunkwise algorithm's matmuls over chunks of ``c`` (64) tokens, ``c (4 d_k + 2 d_v)``
-  (the intra-chunk ``q k^T`` and ``(beta k) k^T`` and the intra-chunk output) ``+ 6 d_k d_v``
-  (reading the state for the chunk's queries and its corrections, and updating it); in a decode
-  the recurrent step's ``6 d_k d_v``. The unit-triangular solves of the chunkwise form
-  (``c (d_k + d_v)`` per token) and the elementwise decay are not counted; FLOPs do not depend
-  on ``K``.
+  the matmuls of the chunkwise algorithm as FLA's kernels run it (``chunk_gated_delta_rule_fwd``,
+  ``chunk_kda``), over chunks of ``c`` (64) tokens, ``c (6 d_k + 4 d_v) + 6 d_k d_v`` per token:
+  ``(beta k) k^T`` (``2 c d_k``), the WY factors ``w = A (beta k e^g)`` and ``u = A (beta v)``
+  with the inverted ``c x c`` matrix ``A`` (``2 c d_k + 2 c d_v``), the intra-chunk ``q k^T``
+  (``2 c d_k``) and output (``2 c d_v``), and the state's read by the corrections (``w h``) and
+  the queries (``q h``) and its update (``k^T v``), ``2 d_k d_v`` each; in a decode the recurrent
+  step's ``6 d_k d_v``. The inversion of ``A`` (``solve_tril``, about ``2 c^2 / 3`` FLOPs per
+  token, 1.5% of the core at ``d_k = d_v = 128``), the elementwise decays and the padding of
+  ``T`` to whole chunks are not counted; FLOPs do not depend on ``K``.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ from kvroof.specs.model import ModelSpec
 
 __all__ = ["LayerGroup", "PairRule", "attention_pair_flops", "attention_projection_flops",
            "layer_groups", "linear_core_flops", "linear_projection_flops", "linear_state_bytes",
-           "tp_problem"]
+           "linear_state_elements", "tp_problem"]
 
 PairRule = Literal["full", "window", "chunk", "none"]
 
@@ -75,7 +81,8 @@ class LayerGroup:
     ``rule`` counts the pairs of the main attention (``window`` with ``span`` = W or a sparse
     layer's top-k, ``chunk`` with ``span`` = C, ``none`` for linear layers). ``holds`` says how
     many positions the layer keeps for ``K`` cached tokens: ``all`` (K), ``window``
-    (``min(K, span)``), ``chunk`` (``K mod span``) or ``none``."""
+    (``min(K, keep)``, ``keep`` = W - 1), ``chunk`` (``K mod keep``, ``keep`` = C) or
+    ``none``."""
 
     name: str
     kind: str
@@ -89,6 +96,10 @@ class LayerGroup:
     holds: Literal["all", "window", "chunk", "none"]
     rule: PairRule
     span: float
+    keep: float
+    """What a window or chunk layer keeps of ``K`` cached tokens: ``min(K, keep)`` with ``keep`` =
+    W - 1 for a window (the query at position ``K`` sees ``W - 1`` earlier keys besides its own),
+    ``K mod keep`` with ``keep`` = C for a chunk; 0 for the other layers."""
     kv_heads: int | None
     """GQA KV heads (a TP rank holds ``max(1/TP, 1/kv_heads)``); ``None``: every rank holds it
     all (MLA latent, indexer keys); linear layers split their heads over the ranks."""
@@ -116,6 +127,14 @@ class LayerGroup:
     def kv_bytes_per_position(self, kv_dtype: str) -> float:
         """Bytes per cached position per layer in ``kv_dtype``."""
         return self.kv_elements * dtype_bytes(kv_dtype) + self.extra_bytes
+
+    @property
+    def most_kept(self) -> float:
+        """The most positions a window or chunk layer keeps between passes (W - 1, C - 1); 0 for
+        the others."""
+        if self.holds == "window":
+            return self.keep
+        return self.keep - 1.0 if self.holds == "chunk" else 0.0
 
 
 def kv_elements(attention: Attention) -> int:
@@ -186,18 +205,26 @@ def linear_projection_flops(layer: LinearLayer, hidden: int) -> float:
 
 def linear_core_flops(layer: LinearLayer, *, decode: bool = False) -> float:
     """Delta-rule core FLOPs per new token of one linear-attention layer (chunkwise in a
-    prefill, the recurrent step in a decode)."""
+    prefill, ``c (6 d_k + 4 d_v) + 6 d_k d_v`` a value head; the recurrent step in a decode,
+    ``6 d_k d_v``)."""
     dk, dv = layer.key_head_dim, layer.value_head_dim
-    per_head = 6 * dk * dv + (0 if decode else layer.chunk * (4 * dk + 2 * dv))
+    per_head = 6 * dk * dv + (0 if decode else layer.chunk * (6 * dk + 4 * dv))
     return float(layer.num_value_heads * per_head)
+
+
+def linear_state_elements(layer: LinearLayer) -> tuple[int, int]:
+    """Elements of one linear layer's state per request: (recurrent ``value heads x d_k x d_v``,
+    convolution ``channels x (kernel - 1)``, the inputs the next token's convolution needs
+    besides its own, as vLLM's ``MambaStateShapeCalculator.gated_delta_net_state_shape`` sizes
+    it)."""
+    recurrent = layer.num_value_heads * layer.key_head_dim * layer.value_head_dim
+    return recurrent, layer.conv_channels * (layer.conv_kernel - 1)
 
 
 def linear_state_bytes(layer: LinearLayer) -> float:
     """Bytes of one linear layer's state per request: recurrent plus convolution state."""
-    recurrent = layer.num_value_heads * layer.key_head_dim * layer.value_head_dim \
-        * dtype_bytes(layer.state_dtype)
-    conv = layer.conv_channels * (layer.conv_kernel - 1) * dtype_bytes(layer.conv_dtype)
-    return recurrent + conv
+    recurrent, conv = linear_state_elements(layer)
+    return recurrent * dtype_bytes(layer.state_dtype) + conv * dtype_bytes(layer.conv_dtype)
 
 
 def _attention_group(model: ModelSpec, name: str, kind: LayerKind, count: int,
@@ -228,6 +255,7 @@ def _attention_group(model: ModelSpec, name: str, kind: LayerKind, count: int,
     holds = "none" if shared else {"full": "all", "window": "window", "chunk": "chunk"}[rule]
     if sparse:
         holds = "all"
+    keep = {"window": span - 1.0, "chunk": span}.get(holds, 0.0)
     projections = attention_projection_flops(attention, d, with_kv=not shared)
     absorbed = mla_absorbed_flops(attention) if (isinstance(attention, MLAAttention)
                                                  and mode == "absorbed") else 0.0
@@ -236,7 +264,7 @@ def _attention_group(model: ModelSpec, name: str, kind: LayerKind, count: int,
     return LayerGroup(
         name=name, kind=kind.kind, count=count,
         kv_elements=0 if shared else kv_elements(attention), extra_bytes=0.0 if shared else extra,
-        state_bytes=0.0, holds=holds, rule=rule, span=span,  # type: ignore[arg-type]
+        state_bytes=0.0, holds=holds, rule=rule, span=span, keep=keep,  # type: ignore[arg-type]
         kv_heads=attention.num_kv_heads if isinstance(attention, GQAAttention) else None,
         mla=is_mla, projections=projections, absorbed=absorbed, decode_projections=projections,
         per_pair=attention_pair_flops(attention, mode), index_pair=index_pair,
@@ -250,7 +278,7 @@ def _linear_group(model: ModelSpec, name: str, kind: LinearLayer, count: int) ->
     projections = linear_projection_flops(kind, model.hidden_size)
     return LayerGroup(
         name=name, kind="linear", count=count, kv_elements=0, extra_bytes=0.0,
-        state_bytes=linear_state_bytes(kind), holds="none", rule="none", span=0.0,
+        state_bytes=linear_state_bytes(kind), holds="none", rule="none", span=0.0, keep=0.0,
         kv_heads=None, mla=False, projections=projections + linear_core_flops(kind), absorbed=0.0,
         decode_projections=projections + linear_core_flops(kind, decode=True),
         per_pair=0.0, index_pair=0.0, index_tokens=0.0, up=0.0, source=None, tensors=2,

@@ -6,10 +6,11 @@
   indexer's key (``head_dim`` in its own dtype, plus scales).
 - ``b`` is bytes per element of the KV dtype: bf16/fp16 2, fp8/int8 1, int4/fp4 0.5.
 - How many positions a layer keeps for ``K`` cached tokens depends on its kind
-  (:mod:`kvroof.cost.groups`): full and sparse ``K``, sliding ``min(K, W)``, chunked ``K mod C``,
-  linear and shared none. A linear layer keeps a fixed state per request instead.
+  (:mod:`kvroof.cost.groups`): full and sparse ``K``, sliding ``min(K, W - 1)`` (a window-``W``
+  query sees its own key and ``W - 1`` earlier ones), chunked ``K mod C``, linear and shared
+  none. A linear layer keeps a fixed state per request instead.
 
-So the bytes for ``K`` cached tokens are ``B_kv x K + sum_sliding b min(K, W) + sum_chunked
+So the bytes for ``K`` cached tokens are ``B_kv x K + sum_sliding b min(K, W - 1) + sum_chunked
 b (K mod C) + S`` with ``B_kv`` (:func:`kv_bytes_per_token`) the bytes per token of the layers
 that keep every position and ``S`` (:func:`state_bytes`) the fixed state, for ``K > 0``.
 """
@@ -52,8 +53,10 @@ def kv_bytes_per_token_per_layer(model: ModelSpec, kv_dtype: str = "bf16") -> fl
 @dataclass(frozen=True)
 class KvGroup:
     """One layer group's cache: ``count`` layers of ``kind``, ``bytes_per_position`` per layer,
-    holding ``holds`` (``all``, ``window``, ``chunk`` of ``span``, or ``none``) positions, and
-    ``state_bytes`` per layer per request."""
+    holding ``holds`` positions (``all``; ``window``: ``min(K, keep)``, ``keep`` = W - 1;
+    ``chunk``: ``K mod keep``, ``keep`` = C; or ``none``), and ``state_bytes`` per layer per
+    request. ``span`` is the window or chunk (W, C); ``most_kept`` the most positions a layer
+    keeps between passes (W - 1, C - 1)."""
 
     name: str
     kind: str
@@ -62,12 +65,14 @@ class KvGroup:
     holds: str
     span: float
     state_bytes: float
+    keep: float = 0.0
+    most_kept: float = 0.0
 
 
 def kv_breakdown(model: ModelSpec, kv_dtype: str = "bf16") -> tuple[KvGroup, ...]:
     """The cache of each layer group (per layer)."""
     return tuple(KvGroup(g.name, g.kind, g.count, g.kv_bytes_per_position(kv_dtype), g.holds,
-                         g.span, g.state_bytes) for g in layer_groups(model))
+                         g.span, g.state_bytes, g.keep, g.most_kept) for g in layer_groups(model))
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16") -> float:
@@ -104,9 +109,9 @@ def kv_bytes_by_kind(model: ModelSpec, cached_tokens: ArrayLike, kv_dtype: str =
         if holds == "all":
             value = per_layer * k
         elif holds == "window":
-            value = per_layer * np.minimum(k, g.span)
+            value = per_layer * np.minimum(k, g.keep)
         elif holds == "chunk":
-            value = per_layer * np.mod(k, g.span)
+            value = per_layer * np.mod(k, g.keep)
         if g.state_bytes:
             value = value + np.where(k > 0, g.count * g.state_bytes, 0.0)
         by_kind[g.kind] = by_kind.get(g.kind, 0.0) + value

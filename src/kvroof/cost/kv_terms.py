@@ -1,14 +1,15 @@
 """What a request's cache amounts to as a function of its positions, summed over layer groups:
 bytes held, loaded or saved per rank, and copies.
 
-A quantity of ``P`` positions is ``per_token x P + sum_W b_W min(P, W) + sum_C b_C (P mod C) +
-fixed [P > 0]``: the layers that keep every position, the sliding-window layers, the chunked
-layers (only the current chunk), and what a request moves once whatever its length (a linear
+A quantity of ``P`` positions is ``per_token x P + sum_W b_W min(P, W - 1) + sum_C b_C (P mod C)
++ fixed [P > 0]``: the layers that keep every position, the sliding-window layers (the ``W - 1``
+positions before the next query, which sees its own key besides them), the chunked layers
+(only the current chunk), and what a request moves once whatever its length (a linear
 layer's state, or a request moved as one block). Without windows and chunks it is affine in
 ``P``, which is what makes the closed-form kappa_crit possible.
 
 What a sliding or chunked layer keeps is a setting (``local_kv``): ``held`` (the default:
-the last ``W`` tokens, or the current chunk's ``K mod C``, as an engine that frees what the
+the last ``W - 1`` tokens, or the current chunk's ``K mod C``, as an engine that frees what the
 layer can no longer attend to keeps them; vLLM's hybrid KV cache manager, and with a KV
 connector since vLLM PR 30166) or ``all`` (every cached token, as an engine that allocates every
 layer like a full-attention layer keeps them; vLLM with ``--disable-hybrid-kv-cache-manager``).
@@ -39,7 +40,9 @@ class KvTerms:
 
     per_token: float = 0.0
     windows: tuple[tuple[float, float], ...] = ()
+    """``(keep, coefficient)``: ``coefficient x min(P, keep)``, ``keep`` = W - 1."""
     chunks: tuple[tuple[float, float], ...] = ()
+    """``(C, coefficient)``: ``coefficient x (P mod C)``."""
     fixed: float = 0.0
     plain: bool = field(init=False, repr=False, compare=False)
     """Only ``per_token`` (the common case: one multiplication)."""
@@ -68,11 +71,15 @@ def evaluate(terms: KvTerms, positions: Any) -> Any:
 
 
 def peak(terms: KvTerms, positions: Any) -> Any:
-    """The most the quantity reaches over a sequence of up to ``positions`` positions (a
-    chunked layer's current chunk can fill up to ``min(P, C)``): what must fit in memory."""
+    """The most the quantity reaches over a sequence of up to ``positions`` positions: what must
+    fit in memory. While the query at position ``p`` runs, its own key is in the cache besides
+    what the layer keeps: a window layer holds up to ``min(P, W)`` (``W - 1`` kept plus the
+    query's), a chunked layer's current chunk fills up to ``min(P, C)``."""
     total = terms.per_token * positions
-    for window, coefficient in terms.windows + terms.chunks:
-        total = total + coefficient * minimum(positions, window)
+    for keep, coefficient in terms.windows:
+        total = total + coefficient * minimum(positions, keep + 1.0)
+    for chunk, coefficient in terms.chunks:
+        total = total + coefficient * minimum(positions, chunk)
     if terms.fixed:
         total = total + when_positive(positions, terms.fixed)
     return total
@@ -85,8 +92,9 @@ def _remainder(positions: Any, chunk: float) -> Any:
 
 
 def combine(parts: Iterable[tuple[str, float, float]], fixed: float = 0.0) -> KvTerms:
-    """KvTerms from ``(holds, span, coefficient)`` parts (``holds``: ``all``, ``window`` or
-    ``chunk``), merging equal spans."""
+    """KvTerms from ``(holds, keep, coefficient)`` parts (``holds``: ``all``, ``window`` or
+    ``chunk``; ``keep``: a group's :attr:`~kvroof.cost.groups.LayerGroup.keep`), merging equal
+    ones."""
     per_token = 0.0
     windows: dict[float, float] = {}
     chunks: dict[float, float] = {}
@@ -134,7 +142,7 @@ def copy_terms(groups: Iterable[LayerGroup], block_tokens: int | None, layout: s
         per_block = float(g.count * tensors)
         if g.kind == "sparse" and sparse_share < 1.0:
             per_block *= 1.0 + sparse_share
-        parts.append((holding(g, local_kv), g.span, per_block / block_tokens))
+        parts.append((holding(g, local_kv), g.keep, per_block / block_tokens))
         if g.state_bytes:
             fixed += g.count * tensors
     return combine(parts, fixed)

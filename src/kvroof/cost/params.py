@@ -17,12 +17,15 @@ the tests with the difference stated, never by bending this):
   and the output norm;
 - FFN: gated (three matrices of ``hidden x width``) dense layers; MoE layers hold the router
   (``hidden x experts``), every routed expert (all for the total, the top-k for the active count)
-  and the shared experts;
+  and the shared experts (with their ``hidden x 1`` output gate where the model has one, Qwen3-Next
+  and Qwen3.5);
 - per-layer inputs (Gemma 4 E-models): their embedding table (``vocab x layers*width``, looked
   up like the input embedding), the projection from the hidden state and each layer's gate,
   projection and norm;
-- RMSNorm weights: two per layer of ``hidden``, one final, and per-head q/k norms (``head_dim``
-  each) where the model has QK-norm.
+- RMSNorm weights: ``layer_norms`` per layer of ``hidden`` (two; four for Gemma 2, 3 and
+  4, which also normalize before and after the FFN), one final, and q/k norms where the model has
+  QK-norm (``head_dim`` each per layer, or ``heads x head_dim`` and ``kv_heads x head_dim`` for
+  norms over all heads, MiniMax-M2).
 
 Multi-token-prediction layers, vision and audio encoders are not counted.
 """
@@ -65,12 +68,16 @@ def _gqa_params(model: ModelSpec, att: GQAAttention, with_kv: bool) -> Attention
     d = model.hidden_size
     h, hkv, dh = att.num_heads, att.num_kv_heads, att.head_dim
     query = d * h * dh * (2 if att.output_gate else 1)
-    if not with_kv:
-        return AttentionParams(per_head=query + h * dh * d, per_kv_head=0,
-                               replicated=dh if att.qk_norm else 0, kv_heads=hkv)
-    norms = 2 * dh if att.qk_norm else 0
-    return AttentionParams(per_head=query + h * dh * d, per_kv_head=2 * d * hkv * dh,
-                           replicated=norms, kv_heads=hkv)
+    # q/k norms: one head_dim vector each (replicated), or over all heads (split with the heads
+    # they scale, as vLLM's MiniMaxText01RMSNormTP shards them)
+    per_head_norms = att.qk_norm and att.qk_norm_scope == "per_head"
+    q_norm = (dh if per_head_norms else h * dh) if att.qk_norm else 0
+    k_norm = (dh if per_head_norms else hkv * dh) if (att.qk_norm and with_kv) else 0
+    replicated = q_norm + k_norm if per_head_norms else 0
+    split_q, split_k = (0, 0) if per_head_norms else (q_norm, k_norm)
+    kv = 2 * d * hkv * dh if with_kv else 0
+    return AttentionParams(per_head=query + h * dh * d + split_q, per_kv_head=kv + split_k,
+                           replicated=replicated, kv_heads=hkv)
 
 
 def _mla_params(model: ModelSpec, att: MLAAttention, with_kv: bool) -> AttentionParams:
@@ -195,7 +202,7 @@ def param_counts(model: ModelSpec) -> ParamCounts:
     per_kind = {name: layer_params(model, kind).total for name, kind in
                 dict(model.layer_kinds).items()}
     attention = sum(per_kind[name] for name, _ in model.layer_kinds)
-    norms = (2 * n_layers + 1) * d
+    norms = (model.layer_norms * n_layers + 1) * d
     ple_table = ple_projection = 0
     if model.per_layer_input is not None:
         ple = model.per_layer_input
@@ -214,8 +221,9 @@ def param_counts(model: ModelSpec) -> ParamCounts:
             norms=norms,
             dense_ffn=(n_layers - moe_layers) * 3 * d * dense_width,
             router=moe_layers * d * ffn.num_experts,
-            shared_experts=moe_layers * ffn.num_shared_experts * 3 * d
-            * ffn.shared_expert_intermediate_size,
+            shared_experts=moe_layers * (ffn.num_shared_experts * 3 * d
+                                         * ffn.shared_expert_intermediate_size
+                                         + (d if ffn.shared_expert_gate else 0)),
             routed_experts_total=moe_layers * ffn.num_experts * expert,
             routed_experts_active=moe_layers * ffn.experts_per_token * expert,
             per_layer_embedding=ple_table,

@@ -38,10 +38,12 @@ __all__ = ["ComputeParts", "CostTerms", "ReadTerms", "TransferParts", "compute_p
 @dataclass(frozen=True)
 class ReadTerms:
     """KV bytes one rank reads from HBM for a prefill of ``T`` tokens on ``K`` cached ones:
-    ``per_token (K + T) + sum_W b min(K + T, W) + sum_C b ((K mod C) + T) + sum_k b min(K + T,
-    k T) + fixed [T > 0]``: the layers that read every position, the sliding-window layers, the
-    chunked layers (the current chunk and the new tokens), a sparse layer's latents (at most its
-    top-k for each new token) and the linear layers' states."""
+    ``per_token (K + T) + sum_W b (min(K, W - 1) + T) + sum_C b ((K mod C) + T) + sum_k b min(K +
+    T, k T) + fixed [T > 0]``: the layers that read every position, the sliding-window layers
+    (the ``W - 1`` cached positions the first new query sees and the new tokens), the chunked
+    layers (the current chunk and the new tokens), a sparse layer's latents (at most its top-k
+    for each new token) and the linear layers' states. ``windows`` is keyed by the window ``W``,
+    ``chunks`` by the chunk ``C``, ``caps`` by the top-k."""
 
     per_token: float
     windows: tuple[tuple[float, float], ...]
@@ -151,14 +153,14 @@ def kv_terms(dep: Deployment) -> dict[str, Any]:
         holds = holding(g, dep.local_kv)
         own = n * g.kv_bytes_per_position(dep.kv_dtype)
         if own:
-            hold.append((holds, g.span, own * held))
-            save.append((holds, g.span, own * moved))
+            hold.append((holds, g.keep, own * held))
+            save.append((holds, g.keep, own * moved))
             loaded = own
             if g.kind == "sparse":
                 loaded = n * (g.extra_bytes + share * g.kv_elements * kv_bytes)
-            load.append((holds, g.span, loaded * moved))
+            load.append((holds, g.keep, loaded * moved))
             if g.mla:
-                latent.append((holds, g.span, loaded))
+                latent.append((holds, g.keep, loaded))
         # HBM reads: what the layer's attention reads (a shared layer its source's KV again)
         read_group = g
         if g.source is not None:
@@ -270,7 +272,7 @@ def kv_read(terms: CostTerms, k: Any, t: Any) -> Any:
     total = read.per_token * positions
     if not read.affine:
         for window, coefficient in read.windows:
-            total = total + coefficient * minimum(positions, window)
+            total = total + coefficient * (minimum(k, window - 1.0) + t)
         for chunk, coefficient in read.chunks:
             remainder = (k - math.floor(k / chunk) * chunk) if type(k) is float else \
                 k - np.floor(k / chunk) * chunk

@@ -18,7 +18,11 @@ __all__ = ["Attention", "GQAAttention", "MLAAttention"]
 
 class GQAAttention(SpecModel):
     """Grouped-query attention; ``mha`` (KV heads = heads) and ``mqa`` (one KV head) are special
-    cases. ``qk_norm``: a per-head RMSNorm on queries and keys (Qwen3), counted in parameters.
+    cases. ``qk_norm``: an RMSNorm on queries and keys, counted in parameters; its
+    ``qk_norm_scope`` is ``per_head`` (one ``head_dim`` weight vector shared by the heads, Qwen3,
+    Gemma 3) or ``all_heads`` (one RMSNorm over the whole query projection and one over the whole
+    key projection, ``num_heads x head_dim`` and ``num_kv_heads x head_dim`` weights: MiniMax-M2's
+    ``qk_norm_type: per_layer``, transformers ``modeling_minimax_m2.py``).
     ``output_gate``: a sigmoid gate on the attention output computed by the query projection,
     which then has twice the query width (Qwen3-Next and Qwen3.5 ``attn_output_gate``)."""
 
@@ -29,6 +33,7 @@ class GQAAttention(SpecModel):
     num_kv_heads: PositiveInt
     head_dim: PositiveInt
     qk_norm: bool = False
+    qk_norm_scope: Literal["per_head", "all_heads"] = "per_head"
     output_gate: bool = False
 
     @model_validator(mode="after")
@@ -42,6 +47,8 @@ class GQAAttention(SpecModel):
             raise ValueError("kind 'mha' needs num_kv_heads == num_heads; use 'gqa'")
         if self.kind == "mqa" and self.num_kv_heads != 1:
             raise ValueError("kind 'mqa' needs num_kv_heads == 1; use 'gqa'")
+        if self.qk_norm_scope != "per_head" and not self.qk_norm:
+            raise ValueError(f"qk_norm_scope {self.qk_norm_scope} needs qk_norm: true")
         return self
 
 

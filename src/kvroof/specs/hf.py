@@ -77,6 +77,10 @@ SUPPORTED_ARCHITECTURES: Final = (
 _QK_NORM: Final = frozenset({"Qwen3ForCausalLM", "Qwen3MoeForCausalLM", *QWEN_LINEAR, *GEMMA3,
                              *GEMMA4})
 _WEIGHTLESS_QK_NORM: Final = LLAMA4
+# ... and those whose q/k RMSNorm spans all heads (one norm over the whole query projection and
+# one over the keys): MiniMax-M2 (config qk_norm_type "per_layer"; transformers'
+# MiniMaxM2Attention builds q_norm over num_attention_heads x head_dim whatever it says).
+_QK_NORM_ALL_HEADS: Final = frozenset({"MiniMaxM2ForCausalLM"})
 # Defaults of the HuggingFace classes for fields their configs may leave out.
 _VOCAB_DEFAULT: Final[dict[str, int]] = {arch: 262_208 for arch in GEMMA3}
 _TIE_DEFAULT: Final = GEMMA3 | GEMMA4
@@ -143,6 +147,9 @@ def _attention(cfg: _Config) -> dict[str, Any]:
         "head_dim": head_dim,
         "qk_norm": qk_norm,
     }
+    if qk_norm and cfg.architecture in _QK_NORM_ALL_HEADS:
+        attention["qk_norm_scope"] = "all_heads"
+
     gated = cfg.data.get("attn_output_gate", cfg.architecture == "Qwen3NextForCausalLM")
     if gated and cfg.architecture in QWEN_LINEAR:
         attention["output_gate"] = True
@@ -195,8 +202,9 @@ def _ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
     shared = cfg.optional_int("n_shared_experts", cfg.optional_int("num_shared_experts", 0)) or 0
     shared_size = expert_size if shared else 0
     qwen_shared = cfg.optional_int("shared_expert_intermediate_size", 0) or 0
-    if qwen_shared and not shared:  # Qwen MoE: one shared expert of this width
-        shared, shared_size = 1, qwen_shared
+    gate = False
+    if qwen_shared and not shared:  # Qwen MoE: one shared expert of this width, gated
+        shared, shared_size, gate = 1, qwen_shared, True
     first_dense = cfg.optional_int("first_k_dense_replace", 0) or 0
     return {
         "kind": "moe",
@@ -208,6 +216,7 @@ def _ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
         "shared_expert_intermediate_size": shared_size,
         "first_k_dense": first_dense,
         "dense_intermediate_size": cfg.integer("intermediate_size") if first_dense else None,
+        **({"shared_expert_gate": True} if gate else {}),
     }
 
 
@@ -333,6 +342,8 @@ def model_from_hf_config(
         fields["sliding_window"] = _sliding_window(cfg, num_layers)
     else:
         fields.update(kinds)
+    if architecture in GEMMA3 | GEMMA4:  # input, post-attention, pre- and post-feedforward
+        fields["norms_per_layer"] = 4
     if architecture in GEMMA4 and cfg.optional_int("hidden_size_per_layer_input", 0):
         fields["per_layer_input"] = {
             "hidden_size": cfg.integer("hidden_size_per_layer_input"),

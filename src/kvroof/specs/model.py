@@ -131,6 +131,9 @@ class MoEFFN(SpecModel):
     first_k_dense: NonNegativeInt = 0
     moe_layer_step: PositiveInt = 1
     dense_intermediate_size: PositiveInt | None = None
+    shared_expert_gate: bool = False
+    """A sigmoid gate on the shared experts' output, computed from the hidden state by a
+    ``hidden x 1`` projection (Qwen2-MoE, Qwen3-Next, Qwen3.5: ``shared_expert_gate``)."""
 
     @model_validator(mode="after")
     def _check(self) -> MoEFFN:
@@ -144,6 +147,8 @@ class MoEFFN(SpecModel):
                 "num_shared_experts and shared_expert_intermediate_size must both be zero or "
                 "both positive"
             )
+        if self.shared_expert_gate and not self.num_shared_experts:
+            raise ValueError("shared_expert_gate needs shared experts")
         if (self.first_k_dense > 0 or self.moe_layer_step > 1) \
                 and self.dense_intermediate_size is None:
             raise ValueError("dense layers (first_k_dense or moe_layer_step) need "
@@ -232,6 +237,11 @@ class ModelSpec(SourcedSpec):
     sliding_window: SlidingWindow | None = None
     layers: Layers | None = None
     per_layer_input: PerLayerInput | None = None
+    norms_per_layer: PositiveInt | None = None
+    """RMSNorm weight vectors of ``hidden_size`` in each decoder layer (:attr:`layer_norms`):
+    ``None`` for 2 (before attention and before the FFN, Llama-style), 4 for Gemma 2, 3 and 4
+    (input, post-attention, pre-feedforward and post-feedforward norms, transformers
+    ``Gemma3DecoderLayer``)."""
     max_context: PositiveInt | None = None
     weights: WeightFormat = WeightFormat()
     published: PublishedParams | None = None
@@ -282,6 +292,12 @@ class ModelSpec(SourcedSpec):
                 f"({self.num_layers})"
             )
         return self
+
+    @property
+    def layer_norms(self) -> int:
+        """RMSNorm weight vectors of ``hidden_size`` per decoder layer (2 unless
+        ``norms_per_layer`` says otherwise)."""
+        return 2 if self.norms_per_layer is None else self.norms_per_layer
 
     @property
     def is_moe(self) -> bool:
@@ -359,5 +375,6 @@ ARCHITECTURE_FIELDS = (
     "sliding_window",
     "layers",
     "per_layer_input",
+    "norms_per_layer",
     "weights",
 )
