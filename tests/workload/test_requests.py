@@ -44,6 +44,7 @@ def test_mooncake_blocks_and_times(write_jsonl: Writer) -> None:
     (moon(0, 10, -3, [1]), "'output_length' must be >= 1"),
     (moon(0, 600, 5, [1, 2, 3]), "3 hash_ids but input_length 600"),
     (moon(-5, 10, 5, [1]), "earlier than the one before it"),
+    (moon(0, 1500, 5, [4, 9, 4]), "hash_ids repeat 4"),   # a prefix hash names one position
 ])
 def test_mooncake_bad_lines(write_jsonl: Writer, record: dict[str, object],
                             message: str) -> None:

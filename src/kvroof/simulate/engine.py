@@ -46,7 +46,16 @@ from kvroof.simulate.link import Link
 from kvroof.simulate.memory import HbmPool
 from kvroof.simulate.metrics import IterationLog
 from kvroof.simulate.power import PowerModel
-from kvroof.simulate.request import DECODE, DONE, LOADING, PREFILL, READY, WAITING, Request
+from kvroof.simulate.request import (
+    DECODE,
+    DONE,
+    LOADING,
+    PREFILL,
+    READY,
+    WAITING,
+    Request,
+    block_sizes,
+)
 from kvroof.simulate.resources import ReplicaResources
 from kvroof.simulate.scheduler import (
     ADMITTED,
@@ -472,8 +481,7 @@ class Engine:
             ends = request.block_ends
             start = request.hbm_blocks
             if start < len(ids):
-                sizes = [ends[j] - (ends[j - 1] if j else 0) for j in range(start, len(ids))]
-                pinned, moved = self.pool.insert(ids[start:], sizes)
+                pinned, moved = self.pool.insert(ids[start:], block_sizes(ends, start))
                 request.pinned.extend(pinned)
                 request.private -= moved
         if self.write_back and request.saved == 0:
@@ -499,9 +507,8 @@ class Engine:
             return
         tokens = ends[-1] - (ends[have - 1] if have else 0)
         done = self.d2h.reserve(time, self.m.save_time(tokens))
-        sizes = [ends[j] - (ends[j - 1] if j else 0) for j in range(have, len(ids))]
         self.seq += 1
-        heapq.heappush(self.saves, (done, self.seq, ids[have:], sizes))
+        heapq.heappush(self.saves, (done, self.seq, ids[have:], block_sizes(ends, have)))
         request.saved = tokens
 
     def _apply_saves(self, time: float) -> None:

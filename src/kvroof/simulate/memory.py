@@ -102,6 +102,9 @@ class HbmPool:
         returns the blocks it now pins and the private tokens it gives up for them (tokens of
         blocks another request cached meanwhile are freed, the others move to the cache)."""
         cached = self.cached
+        if cached.keys().isdisjoint(block_ids):  # none cached yet (the common case)
+            cached.update({block: [size, 1] for block, size in zip(block_ids, sizes, strict=True)})
+            return list(block_ids), sum(sizes)
         lru = self.lru
         pinned: list[int] = []
         moved = 0

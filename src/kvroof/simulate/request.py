@@ -14,7 +14,9 @@ the input plus any output tokens generated before a preemption.
 
 from __future__ import annotations
 
-__all__ = ["DECODE", "DONE", "LOADING", "PREFILL", "READY", "WAITING", "Request"]
+import operator
+
+__all__ = ["DECODE", "DONE", "LOADING", "PREFILL", "READY", "WAITING", "Request", "block_sizes"]
 
 WAITING = 0
 LOADING = 1
@@ -22,6 +24,14 @@ READY = 2
 PREFILL = 3
 DECODE = 4
 DONE = 5
+
+
+def block_sizes(ends: list[int], start: int) -> list[int]:
+    """Tokens in each block from ``start`` on, given every block's end position."""
+    tail = ends[start:]
+    if not tail:
+        return []
+    return list(map(operator.sub, tail, [ends[start - 1] if start else 0, *tail[:-1]]))
 
 
 class Request:
@@ -47,8 +57,7 @@ class Request:
         self.block_ends = block_ends
         self.user = user
         self.preload = preload  # leading blocks in host DRAM whenever the request looks
-        self.preload_sizes = [end - (block_ends[j - 1] if j else 0)
-                              for j, end in enumerate(block_ends[:preload])]
+        self.preload_sizes = block_sizes(block_ends[:preload], 0)
         self.state = WAITING
         self.replica = -1
         self.prompt = input_tokens  # tokens to prefill at the next admission

@@ -50,26 +50,32 @@ class LruTier:
         if self.capacity <= 0:
             return
         blocks = self.blocks
-        for i in range(len(block_ids) - 1, -1, -1):
-            block = block_ids[i]
-            if block in blocks:
-                blocks.move_to_end(block)
-                continue
-            size = sizes[i]
-            if size > self.capacity:
-                continue
-            blocks[block] = size
-            self.used += size
+        if blocks.keys().isdisjoint(block_ids) and max(sizes, default=0) <= self.capacity:
+            # all new and each fits (the common case): one update in C, last block first
+            blocks.update(zip(reversed(block_ids), reversed(sizes), strict=True))
+            self.used += sum(sizes)
+        else:
+            for i in range(len(block_ids) - 1, -1, -1):
+                block = block_ids[i]
+                if block in blocks:
+                    blocks.move_to_end(block)
+                    continue
+                size = sizes[i]
+                if size > self.capacity:
+                    continue
+                blocks[block] = size
+                self.used += size
         if self.used > self.capacity and not math.isinf(self.capacity):
-            demoted_ids: list[int] = []
-            demoted_sizes: list[int] = []
-            while self.used > self.capacity:
-                block, size = blocks.popitem(last=False)
-                self.used -= size
-                self.evicted += 1
-                demoted_ids.append(block)
-                demoted_sizes.append(size)
+            used = self.used
+            capacity = self.capacity
+            popitem = blocks.popitem
+            demoted: list[tuple[int, int]] = []
+            while used > capacity:
+                item = popitem(last=False)
+                used -= item[1]
+                demoted.append(item)
+            self.used = used
+            self.evicted += len(demoted)
             if self.lower is not None:
-                demoted_ids.reverse()
-                demoted_sizes.reverse()
-                self.lower.insert(demoted_ids, demoted_sizes)
+                demoted.reverse()
+                self.lower.insert([block for block, _ in demoted], [size for _, size in demoted])

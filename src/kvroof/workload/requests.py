@@ -43,6 +43,7 @@ is one source).
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from dataclasses import dataclass, replace
@@ -300,6 +301,10 @@ def load_mooncake_requests(
             if len(ids) > most:
                 raise BadRecordError(f"{len(ids)} hash_ids but input_length {length} fills at "
                                      f"most {most} blocks of {block_tokens} tokens")
+            if len(set(ids)) != len(ids):
+                again = next(h for i, h in enumerate(ids) if h in ids[:i])
+                raise BadRecordError(f"hash_ids repeat {again}: a prefix chain names each "
+                                     "block once")
         except BadRecordError as error:
             bad.reject(f"line {lineno}", str(error))
             continue
@@ -329,9 +334,20 @@ class _Ids:
             self._next += 1
         return found
 
-    def fresh(self) -> int:
-        self._next += 1
-        return self._next - 1
+    def fresh(self, count: int = 1) -> range:
+        """``count`` new consecutive ids."""
+        start = self._next
+        self._next += count
+        return range(start, start + count)
+
+
+def _block_ends(start: int, stop: int, block_tokens: int) -> range | list[int]:
+    """Ends of the blocks that cover tokens ``start`` to ``stop``: every ``block_tokens``
+    from ``start``, the last one at ``stop``."""
+    if stop <= start:
+        return []
+    ends = range(start + block_tokens, stop, block_tokens)
+    return [*ends, stop]
 
 
 def _chain(ids: _Ids, group: str | None, shared: int, prompt: int, block_tokens: int
@@ -339,22 +355,14 @@ def _chain(ids: _Ids, group: str | None, shared: int, prompt: int, block_tokens:
     """Block ids and ends of a prompt whose first ``shared`` tokens are shared by ``group``
     (``None``: the request's own). Shared blocks are ``block_tokens`` long, the last one ends at
     ``shared``; the rest of the prompt follows in blocks of ``block_tokens``."""
-    out_ids: list[int] = []
-    ends: list[int] = []
-    position = 0
-    index = 0
-    while position < shared:
-        end = min(position + block_tokens, shared)
-        out_ids.append(ids.fresh() if group is None else ids.keyed(group, index, end))
-        ends.append(end)
-        position = end
-        index += 1
-    while position < prompt:
-        end = min(position + block_tokens, prompt)
-        out_ids.append(ids.fresh())
-        ends.append(end)
-        position = end
-    return out_ids, ends
+    shared_ends = _block_ends(0, shared, block_tokens)
+    rest_ends = _block_ends(max(shared, 0), prompt, block_tokens)
+    if group is None:
+        out_ids = list(ids.fresh(len(shared_ends) + len(rest_ends)))
+    else:
+        out_ids = [ids.keyed(group, index, end) for index, end in enumerate(shared_ends)]
+        out_ids.extend(ids.fresh(len(rest_ends)))
+    return out_ids, [*shared_ends, *rest_ends]
 
 
 def requests_from_workload(
@@ -393,7 +401,7 @@ def requests_from_workload(
             shared = k
             preload_tokens = k
         chain, ends = _chain(ids, key, shared, prompt, block_tokens)
-        preload = sum(1 for end in ends if end <= preload_tokens)
+        preload = bisect.bisect_right(ends, preload_tokens)  # ends ascend
         builder.add(prompt, int(workload.output_tokens[i]), chain, ends, preload, i + 1, group)
     times = workload.arrival_time
     timed = times is not None and bool(np.any(np.isfinite(times)))
