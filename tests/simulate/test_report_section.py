@@ -9,6 +9,7 @@ import pytest
 
 from kvroof.errors import SpecError
 from kvroof.report import build_report, load_report_config
+from kvroof.simulate.paper import simulate_paper_load
 from kvroof.specs.registry import Registry
 
 REG = Registry(use_env=False)
@@ -28,6 +29,10 @@ def test_simulation_section(tmp_path: Path) -> None:
     assert [row[:2] for row in paper.rows] == [["sharegpt", "llama-3.1-70b"],
                                                ["narrativeqa", "llama-3.1-70b"]]
     assert "(4,064)" in paper.rows[0][2] and "(196 W)" in paper.rows[0][6]
+    # the served rate, not a TTFT that grows with the run: the simulation's own figure
+    served = simulate_paper_load("sharegpt", "llama-3.1-70b", registry=REG).summary
+    assert paper.header[5] == "served (requests/s)"
+    assert paper.rows[0][5] == f"{served['throughput_rps']:.3g}"
     assert "120 requests" in table.notes[0]
     keys = [f.key for f in result.figures]
     assert "simulation-ttft" in keys and "simulation-timeline" in keys
