@@ -115,7 +115,7 @@ def test_ceilings_roofs() -> None:
         ("request-link:64,6400", flops / link_bytes, QWEN.effective_bandwidth),
     ):
         (point,) = by_gid(fig, gid)
-        x, y = point.get_offsets()[0]  # type: ignore[attr-defined]
+        ((x, y),) = point.get_xydata()  # type: ignore[attr-defined]
         assert (x, y) == (pytest.approx(intensity), pytest.approx(achieved / 1e12))
         assert y * 1e12 <= intensity * float(bandwidth) * (1 + 1e-9)  # under its own roof
     labels_have_units(fig)
@@ -264,7 +264,7 @@ def test_validation_points_sit_at_measured_and_predicted() -> None:
     for item in result.results:
         (point,) = by_gid(fig, f"case:{item.case.id}")
         scale = 1e-9 if item.case.quantity == "link_bandwidth" else 1.0
-        x, y = point.get_offsets()[0]  # type: ignore[attr-defined]
+        ((x, y),) = point.get_xydata()  # type: ignore[attr-defined]
         assert x == pytest.approx(item.case.measured * scale)
         assert y == pytest.approx((item.after.value or 0.0) * scale)
     labels_have_units(fig)

@@ -3,6 +3,7 @@ within a factor 2, coloured by quantity; bandwidths and times on their own panel
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,25 +28,32 @@ def _panel(ax: Any, points: list[tuple[float, float, str, str, bool]], quantitie
     ax.fill_between(line * scale, line * scale / 2, line * scale * 2, color="0.85", alpha=0.5,
                     linewidth=0, label="within 2x", gid="band:2x")
     ax.plot(line * scale, line * scale, color="black", linewidth=0.8, label="y = x", gid="y=x")
-    for measured, predicted, quantity in hollow:
+    # markers as Line2D (markersize in points = sqrt of scatter's area): one artist per case
+    # keeps its gid, at a fraction of a PathCollection's cost to build and draw
+    hollow_size, size = math.sqrt(22), math.sqrt(26)
+    for quantity in dict.fromkeys(h[2] for h in hollow):
         index = QUANTITIES.index(quantity)
-        ax.scatter(measured * scale, predicted * scale, s=22, facecolors="none",
-                   edgecolors=color(index), linewidths=0.7, alpha=0.6,
-                   marker=_MARKERS[index % len(_MARKERS)])
+        mine_before = np.array([h[:2] for h in hollow if h[2] == quantity]) * scale
+        ax.plot(mine_before[:, 0], mine_before[:, 1], linestyle="none",
+                marker=_MARKERS[index % len(_MARKERS)], markersize=hollow_size,
+                markerfacecolor="none", markeredgecolor=color(index), markeredgewidth=0.7,
+                alpha=0.6)
     for quantity in quantities:
         index = QUANTITIES.index(quantity)
         mine = [p for p in points if p[2] == quantity]
         if not mine:
             continue
+        style = {"linestyle": "none", "marker": _MARKERS[index % len(_MARKERS)],
+                 "markersize": size, "color": color(index), "markeredgecolor": "black",
+                 "markeredgewidth": 0.3}
         for measured, predicted, _, case_id, counted in mine:
-            ax.scatter(measured * scale, predicted * scale, s=26, color=color(index),
-                       marker=_MARKERS[index % len(_MARKERS)], alpha=1.0 if counted else 0.35,
-                       edgecolors="black", linewidths=0.3, gid=f"case:{case_id}")
-        ax.scatter([], [], s=26, color=color(index), marker=_MARKERS[index % len(_MARKERS)],
-                   edgecolors="black", linewidths=0.3, label=quantity.replace("_", " "))
+            ax.plot([measured * scale], [predicted * scale], alpha=1.0 if counted else 0.35,
+                    gid=f"case:{case_id}", **style)
+        ax.plot([], [], label=quantity.replace("_", " "), **style)
     if hollow:
-        ax.scatter([], [], s=22, facecolors="none", edgecolors="0.4", linewidths=0.7,
-                   label="before engine profiles")
+        ax.plot([], [], linestyle="none", marker="o", markersize=hollow_size,
+                markerfacecolor="none", markeredgecolor="0.4", markeredgewidth=0.7,
+                label="before engine profiles")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low * scale, high * scale)
