@@ -115,7 +115,7 @@ def test_ceilings_roofs() -> None:
         ("request-link:64,6400", flops / link_bytes, QWEN.effective_bandwidth),
     ):
         (point,) = by_gid(fig, gid)
-        ((x, y),) = point.get_xydata()  # type: ignore[attr-defined]
+        x, y = point.get_offsets()[0]  # type: ignore[attr-defined]
         assert (x, y) == (pytest.approx(intensity), pytest.approx(achieved / 1e12))
         assert y * 1e12 <= intensity * float(bandwidth) * (1 + 1e-9)  # under its own roof
     labels_have_units(fig)
