@@ -25,13 +25,28 @@ def test_vram_not_the_budget_limits_the_batch(kind: str) -> None:
     assert s["requests"] == 1000
 
 
+def simulated(summary: dict[str, object]) -> str:
+    """A summary without the run's own wall time, NaN-safe, for equality."""
+    return json.dumps({k: v for k, v in summary.items()
+                       if k not in ("wall_s", "simulated_per_wall_second")})
+
+
+@pytest.mark.parametrize(("kind", "model"), [("sharegpt", "llama-3.1-70b"),
+                                             ("narrativeqa", "qwen3-235b-a22b")])
+def test_block_size_changes_nothing_here(kind: str, model: str) -> None:
+    """No request shares a block with another, so whole-part blocks (the default) and the
+    512-token blocks of Mooncake's traces must give the same run, iteration by iteration."""
+    whole = simulate_paper_load(kind, model, requests=400, registry=REG)
+    fine = simulate_paper_load(kind, model, requests=400, block_tokens=512, registry=REG)
+    coarse = simulate_paper_load(kind, model, requests=400, block_tokens=4096, registry=REG)
+    assert simulated(whole.summary) == simulated(fine.summary) == simulated(coarse.summary)
+    for key, column in whole.iterations.items():
+        assert list(column) == list(fine.iterations[key]), key
+
+
 def test_same_seed_same_result_and_bad_kind() -> None:
     one = simulate_paper_load("sharegpt", "llama-3.1-70b", requests=300, registry=REG)
     two = simulate_paper_load("sharegpt", "llama-3.1-70b", requests=300, registry=REG)
-    def simulated(summary: dict[str, object]) -> str:  # NaN-safe; the run's own wall time out
-        return json.dumps({k: v for k, v in summary.items()
-                           if k not in ("wall_s", "simulated_per_wall_second")})
-
     assert simulated(one.summary) == simulated(two.summary)
     with pytest.raises(KvroofError, match="kind: expected one of sharegpt, narrativeqa"):
         simulate_paper_load("docfinqa", "llama-3.1-70b", registry=REG)
