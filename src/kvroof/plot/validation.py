@@ -28,7 +28,8 @@ def _panel(ax: Any, points: list[tuple[float, float, str, str, bool]], quantitie
     ax.fill_between(line * scale, line * scale / 2, line * scale * 2, color="0.85", alpha=0.5,
                     linewidth=0, label="within 2x", gid="band:2x")
     ax.plot(line * scale, line * scale, color="black", linewidth=0.8, label="y = x", gid="y=x")
-    # markers as Line2D (markersize in points = sqrt of scatter's area): one artist per case
+    # markers as Line2D (markersize in points = sqrt of scatter's area; zorder 1 as a scatter's):
+    # one artist per case
     # keeps its gid, at a fraction of a PathCollection's cost to build and draw
     hollow_size, size = math.sqrt(22), math.sqrt(26)
     for quantity in dict.fromkeys(h[2] for h in hollow):
@@ -37,7 +38,7 @@ def _panel(ax: Any, points: list[tuple[float, float, str, str, bool]], quantitie
         ax.plot(mine_before[:, 0], mine_before[:, 1], linestyle="none",
                 marker=_MARKERS[index % len(_MARKERS)], markersize=hollow_size,
                 markerfacecolor="none", markeredgecolor=color(index), markeredgewidth=0.7,
-                alpha=0.6)
+                alpha=0.6, zorder=1)
     for quantity in quantities:
         index = QUANTITIES.index(quantity)
         mine = [p for p in points if p[2] == quantity]
@@ -45,7 +46,7 @@ def _panel(ax: Any, points: list[tuple[float, float, str, str, bool]], quantitie
             continue
         style = {"linestyle": "none", "marker": _MARKERS[index % len(_MARKERS)],
                  "markersize": size, "color": color(index), "markeredgecolor": "black",
-                 "markeredgewidth": 0.3}
+                 "markeredgewidth": 0.3, "zorder": 1}
         for measured, predicted, _, case_id, counted in mine:
             ax.plot([measured * scale], [predicted * scale], alpha=1.0 if counted else 0.35,
                     gid=f"case:{case_id}", **style)
