@@ -97,3 +97,5 @@ def test_commands_load_only_their_own_modules(tmp_path: Path) -> None:
     assert "kvroof.cost.kappa" in kappa
     assert not {"matplotlib", "kvroof.cli.plot", "kvroof.cli.workload", "kvroof.cli.measure",
                 "kvroof.specs.hf", "kvroof.report"} & kappa
+    # the built-in specs come from their JSON copy (kvroof.specs.builtin_cache): no PyYAML
+    assert not {"yaml", "kvroof.yamlfiles"} & kappa

@@ -163,3 +163,57 @@ def test_values_from_files_are_cut_in_messages(tmp_path: Path) -> None:
         registry = Registry([folder], use_env=False)
     (problem,) = registry.problems
     assert "host_link: no link named 'xxx" in problem and len(problem) < len(str(folder)) + 150
+
+
+def test_the_json_copy_of_the_builtins_is_current() -> None:
+    """kvroof.specs.builtin_cache: the committed copy holds exactly what the YAML files parse
+    to, under their current digest (else run ``python -m kvroof.specs.builtin_cache``)."""
+    from kvroof.specs.builtin_cache import CACHE_FILE, cached_data
+    from kvroof.specs.loader import MAX_SPEC_BYTES
+    from kvroof.specs.registry import builtin_files
+    from kvroof.yamlfiles import load_packaged_yaml
+
+    files = builtin_files()
+    cached = cached_data(files, MAX_SPEC_BYTES)
+    assert cached is not None, (f"{CACHE_FILE.name} is out of date: run "
+                                "python -m kvroof.specs.builtin_cache")
+    for name, path in files:
+        assert cached[name] == load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files"), name
+
+
+@pytest.mark.parametrize("damage", ["stale", "corrupt", "missing", "a file fewer"])
+def test_a_stale_or_broken_copy_falls_back_to_the_yaml(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str) -> None:
+    """The copy can only make start-up slower: out of date, unreadable, absent or listing other
+    files, the registry parses the YAML and holds the same specs."""
+    import json
+
+    from kvroof.specs import builtin_cache
+
+    copy = tmp_path / "builtin_specs.json"
+    original = json.loads(builtin_cache.CACHE_FILE.read_text(encoding="utf-8"))
+    h100 = next(name for name in original["files"] if name.endswith("/h100-sxm.yaml"))
+    if damage == "stale":  # the digest of other bytes, with a wrong value inside
+        original["files"][h100]["name"] = "not-h100"
+        original["digest"] = "0" * 40
+        copy.write_text(json.dumps(original))
+    elif damage == "corrupt":
+        copy.write_text("{not json")
+    elif damage == "a file fewer":
+        del original["files"][h100]
+        copy.write_text(json.dumps(original))
+    monkeypatch.setattr(builtin_cache, "CACHE_FILE", copy)
+    registry = Registry(use_env=False)
+    assert registry.accelerator("h100").name == "h100-sxm"
+    assert registry.names("model") == Registry(use_env=False).names("model")
+
+
+def test_the_yaml_readers_still_import_from_userfiles() -> None:
+    """They moved to kvroof.yamlfiles (so that PyYAML loads only when needed); the old
+    import path keeps working."""
+    from kvroof import userfiles, yamlfiles
+
+    assert userfiles.load_yaml_file is yamlfiles.load_yaml_file
+    assert userfiles.YAML_LOADERS is yamlfiles.YAML_LOADERS
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        userfiles.nothing  # noqa: B018

@@ -26,7 +26,7 @@ from kvroof.cost.checks import MAX_TOKENS
 from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
-from kvroof.userfiles import load_yaml_file
+from kvroof.yamlfiles import load_yaml_file
 
 __all__ = [
     "MAX_CONFIG_BYTES",

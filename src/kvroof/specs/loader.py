@@ -16,7 +16,6 @@ from kvroof.specs.base import SourcedSpec
 from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.model import ModelSpec
-from kvroof.userfiles import load_packaged_yaml, load_yaml_file
 
 __all__ = [
     "MAX_SPEC_BYTES",
@@ -111,6 +110,8 @@ def load_spec_file(path: str | Path, *, packaged: bool = False) -> Spec:
     :data:`MAX_SPEC_BYTES`, UTF-8, bounded nesting and YAML aliases, no key written twice);
     ``packaged``: a built-in spec shipped with kvroof, parsed by libyaml alone (the tests hold
     every built-in to the same limits)."""
+    from kvroof.yamlfiles import load_packaged_yaml, load_yaml_file  # PyYAML only when needed
+
     path = Path(path)
     if packaged:
         data = load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files")

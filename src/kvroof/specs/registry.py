@@ -32,7 +32,6 @@ from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.loader import MAX_SPEC_BYTES, SPEC_TYPES, Spec, load_spec_file, validate_spec
 from kvroof.specs.model import ModelSpec
-from kvroof.userfiles import load_packaged_yaml
 
 __all__ = [
     "ENV_VAR",
@@ -40,6 +39,7 @@ __all__ = [
     "Registry",
     "SpecKind",
     "SpecWarning",
+    "builtin_files",
     "builtin_spec_dirs",
     "default_registry",
     "normalize_name",
@@ -128,6 +128,12 @@ def _spec_files(folder: Path) -> Iterator[Path]:
     yield from sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
+def builtin_files() -> list[tuple[str, Path]]:
+    """Every built-in spec file, named relative to the spec folders' parent."""
+    return [(path.relative_to(folder.parent).as_posix(), path)
+            for folder in builtin_spec_dirs() for path in _spec_files(folder)]
+
+
 class Registry:
     """All known specs by kind, with name and alias lookup.
 
@@ -152,9 +158,12 @@ class Registry:
         self.problems: list[str] = []
         """One line per user spec file that was skipped, and why."""
         if builtin:
-            for folder in builtin_spec_dirs():
-                for path in _spec_files(folder):
-                    self._add_builtin(path)
+            from kvroof.specs.builtin_cache import cached_data
+
+            files = builtin_files()
+            cached = cached_data(files, MAX_SPEC_BYTES)  # None: out of date, parse the YAML
+            for name, path in files:
+                self._add_builtin(path, None if cached is None else cached[name])
         user_folders: list[Path] = []
         if use_env:
             user_folders += [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
@@ -185,10 +194,15 @@ class Registry:
                 continue
             self._add(spec, path, builtin=False)
 
-    def _add_builtin(self, path: Path) -> None:
-        """Register a built-in spec file, to be validated when first used (its name, aliases
-        and references are checked by the test suite, as is every field)."""
-        data = dict(load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files"))
+    def _add_builtin(self, path: Path, parsed: Any = None) -> None:
+        """Register a built-in spec file (``parsed``: its data from the JSON copy, else its
+        YAML is parsed), to be validated when first used (its name, aliases and references are
+        checked by the test suite, as is every field)."""
+        if parsed is None:
+            from kvroof.yamlfiles import load_packaged_yaml
+
+            parsed = load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files")
+        data = dict(parsed)
         kind = str(data.pop("spec"))
         self._add_entry(Entry(None, path, True, kind=kind, data=data))
 

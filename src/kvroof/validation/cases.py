@@ -26,7 +26,7 @@ from kvroof.specs.base import Capacity, PositiveInt, SpecModel
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
 from kvroof.units import Kind, UnitError, parse_quantity
-from kvroof.userfiles import load_yaml_file
+from kvroof.yamlfiles import load_yaml_file
 
 __all__ = [
     "LINK_QUANTITIES",
