@@ -70,6 +70,22 @@ def test_cli_report_default_folder(capsys: pytest.CaptureFixture[str], tmp_path:
     assert "wrote" in out and "[1/" in err
 
 
+def test_cli_report_without_the_simulation(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    """--no-simulation drops the serving-simulation section a config asks for, and nothing
+    else (the config's own settings still apply)."""
+    config = tmp_path / "c.yaml"
+    config.write_text("models: [llama-3.1-8b]\nnew_tokens: 256\n"
+                      "simulation: {requests: 50, schedulers: [fifo], cache_policies: [load], "
+                      "paper_load_models: []}\n")
+    code, _, _ = run(capsys, "report", "-o", str(tmp_path / "out"), "--config", str(config),
+                     "--quiet", "--no-simulation")
+    assert code == 0
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "Serving simulation" not in text and "T = 256" in text
+    assert not list((tmp_path / "out" / "figures").glob("simulation-*"))
+
+
 def test_report_uses_configured_traces(tmp_path: Path) -> None:
     """A config that names a trace (relative to the config file) analyses it, not synthetic."""
     data = Path(__file__).resolve().parent.parent / "examples" / "data"

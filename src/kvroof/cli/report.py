@@ -1,4 +1,4 @@
-"""``kvroof report [-o DIR] [--config FILE]``: the one-command report."""
+"""``kvroof report [-o DIR] [--config FILE] [--no-simulation]``: the one-command report."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ def register(commands: Any) -> None:
                              "the report is built apart and moved in when complete")
     report.add_argument("--config", metavar="FILE",
                         help="YAML with models, hardware and settings (see docs/report.md)")
+    report.add_argument("--no-simulation", action="store_true",
+                        help="leave out the serving-simulation section (the config's "
+                             "'simulation:'; about 1.1 s of the default report's 5.1 s of CPU)")
     report.add_argument("--quiet", action="store_true", help="no progress lines")
     report.add_argument("--force", action="store_true",
                         help="write into a non-empty folder that kvroof did not make (files of "
@@ -35,6 +38,8 @@ def run_report(args: argparse.Namespace) -> None:
 
     registry = registry_from_args(args)
     config = load_report_config(args.config, registry) if args.config else ReportConfig()
+    if args.no_simulation:
+        config = config.model_copy(update={"simulation": None})
 
     def progress(message: str) -> None:
         if not args.quiet:
