@@ -22,17 +22,24 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from kvroof.errors import KvroofError, SpecError, clip
+
+if TYPE_CHECKING:  # typed for mypy; at run time loaded on first use by __getattr__ below
+    from kvroof.yamlfiles import YAML_LOADERS, load_packaged_yaml, load_yaml_file, load_yaml_text
 
 __all__ = [
     "ALIAS_NODE_BUDGET",
     "MAX_DEPTH",
+    "YAML_LOADERS",
     "capped_lines",
     "check_depth",
     "format_size",
     "load_json_file",
+    "load_packaged_yaml",
+    "load_yaml_file",
+    "load_yaml_text",
     "read_text_file",
 ]
 
@@ -47,13 +54,15 @@ _YAML_NAMES: Final = frozenset({"YAML_LOADERS", "load_packaged_yaml", "load_yaml
                                 "load_yaml_text"})
 
 
-def __getattr__(name: str) -> Any:
-    """The YAML readers, imported from :mod:`kvroof.yamlfiles` on first use."""
-    if name in _YAML_NAMES:
-        from kvroof import yamlfiles
+if not TYPE_CHECKING:
 
-        return getattr(yamlfiles, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        """The YAML readers, imported from :mod:`kvroof.yamlfiles` on first use."""
+        if name in _YAML_NAMES:
+            from kvroof import yamlfiles
+
+            return getattr(yamlfiles, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def format_size(size: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -177,8 +178,21 @@ def test_the_json_copy_of_the_builtins_is_current() -> None:
     cached = cached_data(files, MAX_SPEC_BYTES)
     assert cached is not None, (f"{CACHE_FILE.name} is out of date: run "
                                 "python -m kvroof.specs.builtin_cache")
-    for name, path in files:
-        assert cached[name] == load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files"), name
+    for name, path in files:  # the same values, keys in the same order (show prints them)
+        parsed = load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files")
+        assert json.dumps(cached[name]) == json.dumps(parsed), name
+
+
+def test_json_round_trip_keeps_values_and_order() -> None:
+    from kvroof.specs.builtin_cache import survives_json
+
+    assert survives_json({"b": 1, "a": [1.5, "x", None, {"z": True}]})
+    # an int that JSON would keep, but a tuple, a date, NaN or a non-string key it would not
+    import datetime
+
+    for changed in ({"a": (1, 2)}, {"a": datetime.date(2026, 1, 1)}, {"a": float("nan")},
+                    {1: "x"}):
+        assert not survives_json(changed), changed
 
 
 @pytest.mark.parametrize("damage", ["stale", "corrupt", "missing", "a file fewer"])

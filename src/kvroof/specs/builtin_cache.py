@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["CACHE_FILE", "BuiltinFile", "cached_data", "digest", "write_cache"]
+__all__ = ["CACHE_FILE", "BuiltinFile", "cached_data", "digest", "survives_json", "write_cache"]
 
 CACHE_FILE: Final = Path(__file__).resolve().with_name("builtin_specs.json")
 
@@ -35,6 +35,16 @@ def digest(contents: list[tuple[str, bytes]]) -> str:
         hasher.update(name.encode("utf-8") + b"\0" + len(data).to_bytes(8, "little"))
         hasher.update(data)
     return hasher.hexdigest()
+
+
+def survives_json(value: Any) -> bool:
+    """Whether ``value`` comes back from JSON with the same values and the same key order."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    back = json.loads(text)
+    return bool(back == value and json.dumps(back) == text)
 
 
 def _read(files: list[BuiltinFile], max_bytes: int) -> list[tuple[str, bytes]] | None:
@@ -77,11 +87,10 @@ def write_cache(files: list[BuiltinFile], max_bytes: int, target: Path = CACHE_F
     if contents is None:
         raise OSError("a built-in spec file is unreadable or too large")
     data = {name: load_packaged_yaml(path, max_bytes, "spec files") for name, path in files}
-    for name, value in data.items():
-        if json.loads(json.dumps(value)) != value:
+    for name, value in data.items():  # same values in the same order (show prints in order)
+        if not survives_json(value):
             raise ValueError(f"{name}: its data does not survive JSON unchanged")
-    text = json.dumps({"digest": digest(contents), "files": data}, sort_keys=True,
-                      separators=(",", ":"))
+    text = json.dumps({"digest": digest(contents), "files": data}, separators=(",", ":"))
     from kvroof.outputs import write_bytes
 
     write_bytes(target, (text + "\n").encode("utf-8"))
