@@ -94,3 +94,58 @@ def test_short_log_axes_keep_labelled_minor_ticks() -> None:
     labels = [t.label1.get_text() for t in ax.yaxis.get_minor_ticks()
               if t.label1.get_visible() and 3.0 <= t.get_loc() <= 80.0]
     assert "5" in labels and "20" in labels
+
+
+@pytest.mark.parametrize("hide", ["axis off", "axis hidden", "minor ticks off", "linear now"])
+def test_minor_marks_follow_the_axis(hide: str) -> None:
+    """Where matplotlib would draw no minor tick marks, neither do kvroof's."""
+    with style():
+        fig, (ax,) = new_figure()
+        ax.set_xscale("log")
+        ax.set_xlim(1.0, 1e4)
+        _tidy(fig)
+        if hide == "axis off":
+            ax.set_axis_off()
+        elif hide == "axis hidden":
+            ax.xaxis.set_visible(False)
+        elif hide == "minor ticks off":
+            ax.tick_params(axis="x", which="minor", bottom=False)
+        else:
+            ax.set_xscale("linear")
+        draw(fig)
+    (marks,) = [a for a in ax.lines if isinstance(a, MinorTickMarks)]
+    assert len(marks.get_xdata()) == 0
+
+
+def test_a_twin_axes_draws_one_set_of_marks() -> None:
+    with style():
+        fig, (ax,) = new_figure()
+        ax.set_xscale("log")
+        ax.set_xlim(1.0, 1e4)
+        twin = ax.twinx()
+        _tidy(fig)
+        draw(fig)
+    drawn = [a for axes in (ax, twin) for a in axes.lines
+             if isinstance(a, MinorTickMarks) and len(a.get_xdata())]
+    assert len(drawn) == 1
+
+
+def test_saving_again_decides_again() -> None:
+    """A figure saved, narrowed to under two decades and saved again labels its 2s and 5s;
+    one switched to a linear scale loses kvroof's marks."""
+    with style():
+        fig, (ax,) = new_figure()
+        ax.set_yscale("log")
+        ax.set_ylim(1.0, 1e5)
+        _tidy(fig)
+        assert [a for a in ax.lines if isinstance(a, MinorTickMarks)]
+        ax.set_ylim(3.0, 80.0)
+        _tidy(fig)
+        assert not [a for a in ax.lines if isinstance(a, MinorTickMarks)]
+        draw(fig)
+        labels = [t.label1.get_text() for t in ax.yaxis.get_minor_ticks()
+                  if t.label1.get_visible() and 3.0 <= t.get_loc() <= 80.0]
+        assert "5" in labels
+        ax.set_yscale("linear")
+        _tidy(fig)
+        assert not [a for a in ax.lines if isinstance(a, MinorTickMarks)]

@@ -120,17 +120,18 @@ def _tidy(fig: Figure) -> None:
     one marker line per axis (:class:`MinorTickMarks`) rather than a matplotlib Tick object per
     mark, whose layout and drawing were a fifth of the time to save a figure; tick labels as
     plain text rather than mathtext (the default log formatter's, replaced only where a figure
-    kept it). Running it again on the same figure changes nothing."""
+    kept it). Running it again decides again from the axis as it is then (a figure saved,
+    changed and saved again)."""
     from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
+            for old in [a for a in ax.lines if isinstance(a, MinorTickMarks) and a.axis is axis]:
+                old.remove()
             if axis.get_scale() != "log":
                 continue
             if isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
                 axis.set_major_formatter(FuncFormatter(log_tick_label))
-            if any(isinstance(a, MinorTickMarks) and a.axis is axis for a in ax.lines):
-                continue  # tidied before
             locator = LogLocator(subs=(2.0, 5.0))
             low, high = sorted(axis.get_view_interval())
             # fewer than two decades inside the axis: label the 2s and 5s as well
@@ -189,7 +190,17 @@ class MinorTickMarks(Line2D):
         inside = (at >= lo - tol) & (at <= hi + tol)
         return locs[inside & ~on_major]
 
+    def drawn(self) -> bool:
+        """Whether the axis would draw its own minor tick marks now: still logarithmic (a
+        scale change drops kvroof's marks at the next save), shown, with the axes' decorations
+        on and its minor tick marks not switched off since."""
+        axis = self.axis
+        return bool(axis.get_scale() == "log" and axis.get_visible() and axis.axes.axison
+                    and axis.minorTicks[0].tick1line.get_visible())
+
     def draw(self, renderer: Any) -> None:
+        if not self.drawn():
+            return
         locs = self.locations()
         edge = np.zeros_like(locs)
         if self.axis.axis_name == "x":
