@@ -107,7 +107,9 @@ def test_prefix_cache_unit() -> None:
         ({"input_length": 10, "output_length": 1, "hash_ids": [1]}, "missing field 'timestamp'"),
         (req(1, 0, []), "'input_length' must be >= 1"),
         (req(1, 600, [1, 2, 3]), "3 hash_ids but input_length 600 fills at most 2 blocks"),
-        (req(1, 600, ["a"]), "'hash_ids' must be a list of integers"),
+        (req(1, 600, ["a"]), "'hash_ids' must be a list of non-negative integers"),
+        (req(1, 600, [-3]), "'hash_ids' must be a list of non-negative integers"),
+        (req(1, 1500, [4, 9, 4]), "hash_ids repeat 4"),   # one chain names a block once
         ({"timestamp": "x", "input_length": 1, "output_length": 1, "hash_ids": []},
          "'timestamp' must be a number"),
         ({"timestamp": 1, "input_length": 5, "hash_ids": [1]}, "missing field 'output_length'"),

@@ -133,3 +133,17 @@ def test_sample_trace_round_trip() -> None:
     assert trace.input_tokens.tolist() == [r["input_length"] for r in rows]
     assert np.concatenate([trace.blocks(i)[0] for i in range(len(trace))]).tolist() == \
         [h for r in rows for h in r["hash_ids"]]
+
+
+def test_a_chain_names_each_block_once(write_jsonl: Writer) -> None:
+    """A trace built by hand is held to the rule the loaders keep: an id twice in one request's
+    chain is an error naming the request (the same id in two requests is a shared prefix)."""
+    import dataclasses
+
+    trace = load_mooncake_requests(write_jsonl([moon(0, 1500, 5, [4, 9, 7]),
+                                                moon(1, 600, 1, [4, 8])]))
+    assert trace.blocks(1)[0].tolist() == [4, 8]   # 4 shared across requests: fine
+    ids = trace.block_ids.copy()
+    ids[4] = 4  # request 2 (line 2): [4, 8] -> [4, 4]
+    with pytest.raises(KvroofError, match=r"line 2: block id 4 appears twice"):
+        dataclasses.replace(trace, block_ids=ids)

@@ -19,8 +19,8 @@ to be reused) are the last of its blocks to be evicted, as in vLLM's free-block 
 
 ``arrival_time`` = ``timestamp / 1000`` seconds; ``output_tokens`` = ``output_length``. A trace
 whose timestamps go backwards is still simulated in file order, with a warning. A line with
-more ``hash_ids`` than ``ceil(input_length / block)`` is bad; fewer is accepted (the tokens
-past the last id can never be reused).
+more ``hash_ids`` than ``ceil(input_length / block)``, or an id written twice in one chain, is
+bad; fewer is accepted (the tokens past the last id can never be reused).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from kvroof.workload.reading import (
     BadRecordError,
     BadRecords,
     count_field,
+    hash_id_chain,
     iter_json_lines,
     plain_name,
 )
@@ -83,16 +84,6 @@ class PrefixCache:
             self._blocks.popitem(last=False)
 
 
-def _hash_ids(value: Any) -> list[int]:
-    if not isinstance(value, list):
-        raise BadRecordError("'hash_ids' must be a list of integers")
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise BadRecordError(
-                f"'hash_ids' must be a list of integers, found {short_repr(item)}")
-    return value
-
-
 def _timestamp(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise BadRecordError(
@@ -130,13 +121,7 @@ def load_mooncake(
             time_ms = _timestamp(_field(record, "timestamp"))
             length = count_field("input_length", _field(record, "input_length"), minimum=1)
             output = count_field("output_length", _field(record, "output_length"))
-            blocks = _hash_ids(_field(record, "hash_ids"))
-            most = -(-length // block_tokens)
-            if len(blocks) > most:
-                raise BadRecordError(
-                    f"{len(blocks)} hash_ids but input_length {length} fills at most {most} "
-                    f"blocks of {block_tokens} tokens"
-                )
+            blocks = hash_id_chain(_field(record, "hash_ids"), length, block_tokens)
         except BadRecordError as error:
             bad.reject(f"line {lineno}", str(error))
             continue

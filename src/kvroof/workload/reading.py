@@ -34,6 +34,7 @@ __all__ = [
     "BadRecords",
     "SkippedRecordsWarning",
     "count_field",
+    "hash_id_chain",
     "iter_json_lines",
     "json_record",
     "lines",
@@ -285,4 +286,24 @@ def text_field(name: str, value: Any) -> str:
     """A JSON string."""
     if not isinstance(value, str):
         raise BadRecordError(f"{name!r} must be text, got {_json_type(value)}")
+    return value
+
+
+def hash_id_chain(value: Any, length: int, block_tokens: int) -> list[int]:
+    """A Mooncake record's ``hash_ids`` for a prompt of ``length`` tokens: a list of distinct
+    non-negative integers (each names a block and everything before it, so a chain names a
+    block once), at most as many as the prompt has blocks of ``block_tokens``."""
+    if not isinstance(value, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in value):
+        raise BadRecordError("'hash_ids' must be a list of non-negative integers")
+    most = -(-length // block_tokens)
+    if len(value) > most:
+        raise BadRecordError(f"{len(value)} hash_ids but input_length {length} fills at most "
+                             f"{most} blocks of {block_tokens} tokens")
+    seen: set[int] = set()
+    for block in value:
+        if block in seen:
+            raise BadRecordError(f"hash_ids repeat {block}: a prefix chain names each block "
+                                 "once")
+        seen.add(block)
     return value

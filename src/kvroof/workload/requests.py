@@ -11,7 +11,8 @@ scheduled, so it needs each prompt's *identity*: the chain of prefix blocks it i
 - the prompt's blocks: ``block_ids`` (int64) and ``block_ends`` (the token position where each
   block ends), request ``i``'s being ``[block_offsets[i], block_offsets[i + 1])``. A block id
   stands for the block *and everything before it* (Mooncake's hash chains), so two requests
-  share a cached prefix exactly as far as their leading ids agree;
+  share a cached prefix exactly as far as their leading ids agree, and one request's chain
+  names each block once (checked);
 - ``preload_blocks``: how many leading blocks are in the host tier whenever the request looks
   for them (a table's K: "these tokens are cached", the seed paper's convention; a simulation
   puts them in host DRAM when the request is scheduled, so a long queue cannot evict them);
@@ -22,8 +23,9 @@ Builders, one per source (:func:`load_requests` picks by format):
 
 - Mooncake traces (:func:`load_mooncake_requests`): the trace's own ``hash_ids`` of 512-token
   blocks, the last one possibly partial, and its timestamps (milliseconds -> seconds). A
-  timestamp earlier than the one before it, a zero length or more ``hash_ids`` than the prompt
-  has blocks is a bad line (an error naming it, or skipped and counted with ``skip_bad``).
+  timestamp earlier than the one before it, a zero length, more ``hash_ids`` than the prompt
+  has blocks or an id written twice in one chain is a bad line (an error naming it, or
+  skipped and counted with ``skip_bad``).
 - ShareGPT (:func:`requests_from_workload` with ``kind="sharegpt"``): the prompt of a user turn
   is the conversation so far plus the new message (``K + T`` of the workload loader); the full
   blocks of that prompt get ids keyed by (conversation, block index), so a later turn shares
@@ -54,7 +56,13 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kvroof.errors import KvroofError
-from kvroof.workload.reading import BadRecordError, BadRecords, count_field, iter_json_lines
+from kvroof.workload.reading import (
+    BadRecordError,
+    BadRecords,
+    count_field,
+    hash_id_chain,
+    iter_json_lines,
+)
 from kvroof.workload.records import UNKNOWN_OUTPUT, Workload
 
 __all__ = [
@@ -134,6 +142,22 @@ class RequestTrace:
             i = int(np.argmin(self.input_tokens))
             raise KvroofError(f"{self.where(i)}: input length must be >= 1, got "
                               f"{int(self.input_tokens[i])}")
+        self._check_distinct_blocks()
+
+    def _check_distinct_blocks(self) -> None:
+        """A chain names each block once (an id stands for the block and everything before
+        it); the simulation's caches count on it."""
+        if len(self.block_ids) < 2:
+            return
+        counts = np.diff(self.block_offsets)
+        owner = np.repeat(np.arange(len(counts)), counts)
+        order = np.lexsort((self.block_ids, owner))
+        ids, owners = self.block_ids[order], owner[order]
+        twice = np.flatnonzero((owners[1:] == owners[:-1]) & (ids[1:] == ids[:-1]))
+        if twice.size:
+            i = int(twice[0])
+            raise KvroofError(f"{self.where(int(owners[i]))}: block id {int(ids[i])} appears "
+                              "twice in one request's chain (a chain names each block once)")
 
     def check_times(self) -> None:
         """A one-line error naming the first request whose arrival time is unknown or earlier
@@ -293,18 +317,7 @@ def load_mooncake_requests(
                                      f"it ({last:g} ms); the trace must be sorted by time")
             length = count_field("input_length", record["input_length"], minimum=1)
             output = count_field("output_length", record["output_length"], minimum=1)
-            ids = record["hash_ids"]
-            if not isinstance(ids, list) or any(
-                    isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids):
-                raise BadRecordError("'hash_ids' must be a list of non-negative integers")
-            most = -(-length // block_tokens)
-            if len(ids) > most:
-                raise BadRecordError(f"{len(ids)} hash_ids but input_length {length} fills at "
-                                     f"most {most} blocks of {block_tokens} tokens")
-            if len(set(ids)) != len(ids):
-                again = next(h for i, h in enumerate(ids) if h in ids[:i])
-                raise BadRecordError(f"hash_ids repeat {again}: a prefix chain names each "
-                                     "block once")
+            ids = hash_id_chain(record["hash_ids"], length, block_tokens)
         except BadRecordError as error:
             bad.reject(f"line {lineno}", str(error))
             continue
