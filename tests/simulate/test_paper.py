@@ -41,7 +41,7 @@ def test_block_size_changes_nothing_here(kind: str, model: str) -> None:
     coarse = simulate_paper_load(kind, model, requests=400, block_tokens=4096, registry=REG)
     assert simulated(whole.summary) == simulated(fine.summary) == simulated(coarse.summary)
     for key, column in whole.iterations.items():
-        assert list(column) == list(fine.iterations[key]), key
+        assert list(column) == list(fine.iterations[key]) == list(coarse.iterations[key]), key
 
 
 def test_same_seed_same_result_and_bad_kind() -> None:

@@ -122,8 +122,9 @@ def paper_load_table(models: list[str], registry: Registry) -> Table:
         f"'served' column, fewer than the {PAPER_RPS:g} offered, so the queue grows for as long "
         "as requests arrive and TTFT has no steady state (its median grows in proportion to the "
         "number of requests simulated; not shown). An iteration loads its whole batch and "
-        "lasts seconds, so the tokens per iteration average a few dozen iterations (ShareGPT on "
-        "Llama-3.1-70B: 4,694 with 3,000 requests, 5,435 with 6,000).",
+        "lasts up to seconds, so a run holds 34 to 360 iterations and the ShareGPT means move "
+        "with its length (Llama-3.1-70B: 4,694 tokens per iteration over 34 iterations with "
+        "3,000 requests, 5,435 over 63 with 6,000; docs/simulate.md).",
         "Power lands well below the paper's: GPUs that wait on a saturated link draw kvroof's "
         "idle figure, an nvidia-smi reading without a CUDA context (H100 SXM: 67 W), while a GPU "
         "holding a model and copying over PCIe draws more; copy-engine activity is not charged."]
