@@ -25,7 +25,7 @@ def register(commands: Any) -> None:
                         help="YAML with models, hardware and settings (see docs/report.md)")
     report.add_argument("--no-simulation", action="store_true",
                         help="leave out the serving-simulation section (the config's "
-                             "'simulation:'; about 1.1 s of the default report's 5.1 s of CPU)")
+                             "'simulation:'; about 1.2 s of the default report's 5.1 s of CPU)")
     report.add_argument("--quiet", action="store_true", help="no progress lines")
     report.add_argument("--force", action="store_true",
                         help="write into a non-empty folder that kvroof did not make (files of "
