@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Final
 
 from kvroof import __version__
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, SpecError
 
 __all__ = [
     "MARKER",
@@ -150,13 +150,11 @@ def _safe_relative(name: object) -> str | None:
 def read_marker(folder: str | Path) -> list[str] | None:
     """The files the marker in ``folder`` lists, or None when there is no valid marker (the
     marker is read as untrusted input: small, JSON, plain relative paths only)."""
-    path = Path(folder) / MARKER
+    from kvroof.userfiles import read_bytes_file
+
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(_MAX_MARKER_BYTES + 1)
-    except OSError:
-        return None
-    if len(raw) > _MAX_MARKER_BYTES:
+        raw = read_bytes_file(Path(folder) / MARKER, _MAX_MARKER_BYTES, "kvroof's marker files")
+    except SpecError:  # unreadable or too large: not a marker kvroof wrote
         return None
     try:
         data = json.loads(raw.decode("utf-8"))

@@ -40,6 +40,7 @@ __all__ = [
     "load_packaged_yaml",
     "load_yaml_file",
     "load_yaml_text",
+    "read_bytes_file",
     "read_text_file",
 ]
 
@@ -73,7 +74,10 @@ def format_size(size: int) -> str:
     return f"{size} bytes"
 
 
-def _read_bytes(path: Path, max_bytes: int, what: str) -> bytes:
+def read_bytes_file(path: str | Path, max_bytes: int, what: str) -> bytes:
+    """The bytes of ``path``, at most ``max_bytes`` (``what`` names the kind of file in the
+    size error); a :class:`~kvroof.errors.SpecError` naming the file otherwise."""
+    path = Path(path)
     try:
         with path.open("rb") as handle:
             data = handle.read(max_bytes + 1)
@@ -104,7 +108,7 @@ def read_text_file(path: str | Path, max_bytes: int, what: str) -> str:
     """The text of ``path``: at most ``max_bytes`` of UTF-8 (``what`` names the kind of file
     in the size error, e.g. "spec files")."""
     source = Path(path)
-    data = _read_bytes(source, max_bytes, what)
+    data = read_bytes_file(source, max_bytes, what)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

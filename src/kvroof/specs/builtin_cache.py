@@ -48,17 +48,13 @@ def survives_json(value: Any) -> bool:
 
 
 def _read(files: list[BuiltinFile], max_bytes: int) -> list[tuple[str, bytes]] | None:
-    contents = []
-    for name, path in files:
-        try:
-            with path.open("rb") as handle:
-                data = handle.read(max_bytes + 1)
-        except OSError:
-            return None
-        if len(data) > max_bytes:
-            return None  # the YAML reader says why
-        contents.append((name, data))
-    return contents
+    from kvroof.errors import SpecError
+    from kvroof.userfiles import read_bytes_file
+
+    try:
+        return [(name, read_bytes_file(path, max_bytes, "spec files")) for name, path in files]
+    except SpecError:
+        return None  # unreadable or too large: the YAML reader says why
 
 
 def cached_data(files: list[BuiltinFile], max_bytes: int) -> dict[str, Any] | None:
