@@ -38,6 +38,7 @@ __all__ = [
     "StrArray",
     "Workload",
     "WorkloadBuilder",
+    "str_column",
 ]
 
 IntArray = NDArray[np.int64]
@@ -77,7 +78,8 @@ def _time_column(values: ArrayLike) -> FloatArray:
     return column
 
 
-def _str_column(values: ArrayLike) -> StrArray:
+def str_column(values: ArrayLike) -> StrArray:
+    """A read-only 1-D object array of ``values`` as strings (a group id column)."""
     raw = np.asarray(values, dtype=object)
     if raw.ndim != 1:
         raise KvroofError(f"group_id: expected a 1-D array, got shape {raw.shape}")
@@ -106,7 +108,7 @@ class Workload:
             "new_tokens": _int_column("new_tokens", self.new_tokens, 0),
             "cached_tokens": _int_column("cached_tokens", self.cached_tokens, 0),
             "output_tokens": _int_column("output_tokens", self.output_tokens, UNKNOWN_OUTPUT),
-            "group_id": _str_column(self.group_id),
+            "group_id": str_column(self.group_id),
         }
         if self.arrival_time is not None:
             columns["arrival_time"] = _time_column(self.arrival_time)

@@ -63,7 +63,7 @@ from kvroof.workload.reading import (
     hash_id_chain,
     iter_json_lines,
 )
-from kvroof.workload.records import UNKNOWN_OUTPUT, Workload
+from kvroof.workload.records import UNKNOWN_OUTPUT, Workload, str_column
 
 __all__ = [
     "MOONCAKE_BLOCK_TOKENS",
@@ -120,9 +120,7 @@ class RequestTrace:
         for name in ("input_tokens", "output_tokens", "block_offsets", "block_ids",
                      "block_ends", "preload_blocks", "record"):
             object.__setattr__(self, name, _frozen(getattr(self, name), np.int64))
-        group = np.empty(n, dtype=object)
-        group[:] = [str(g) for g in np.asarray(self.group_id, dtype=object).tolist()]
-        group.setflags(write=False)
+        group = str_column(self.group_id)
         object.__setattr__(self, "group_id", group)
         if self.arrival_time is not None:
             object.__setattr__(self, "arrival_time", _frozen(self.arrival_time, np.float64))
