@@ -225,6 +225,26 @@ def test_tiers_take_the_slowest_path() -> None:
                    tier_fractions={"local-nvme": 0.7, "remote-rdma": 0.6})
 
 
+def test_breakdown_data_time_is_the_slowest_path_brute_force() -> None:
+    """On a K x T grid, with write-back and a tier, the breakdown's data time is the largest of
+    its paths, point by point (Python's max over the scalar breakdowns), its total equals
+    :func:`transfer_time`, and the slowest path's name is the one that took the max."""
+    dep = deployment(QWEN, system="dgx-h100", registry=REG, tier_fractions={"local-nvme": 0.3},
+                     write_back=True)
+    k = np.array([[0], [512], [40000], [131072]])
+    t = np.array([[1, 64, 4096, 60000]])
+    grid = transfer_breakdown(dep, k, t)
+    assert np.shape(grid.data_time) == (4, 4)
+    for i in range(4):
+        for j in range(4):
+            one = transfer_breakdown(dep, int(k[i, 0]), int(t[0, j]))
+            paths = [float(p) for p in one.paths]
+            assert one.data_time == max(paths)
+            assert grid.data_time[i, j] == max(paths)
+            assert grid.total[i, j] == transfer_time(dep, int(k[i, 0]), int(t[0, j]))
+            assert one.limit == one.path_names[paths.index(max(paths))]
+
+
 def test_ttft_modes_by_hand() -> None:
     dep = h100()
     x = transfer_time(dep, 8192, 128)

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from kvroof.cost.deployment import Deployment
 
 __all__ = ["ComputeParts", "CostTerms", "ReadTerms", "TransferParts", "compute_parts",
-           "cost_terms", "kv_read", "roofline", "transfer_parts", "weights_read"]
+           "cost_terms", "kv_read", "roofline", "slowest_path_time", "transfer_parts",
+           "weights_read"]
 
 
 @dataclass(frozen=True)
@@ -365,14 +366,20 @@ class TransferParts:
 
     @property
     def data_time(self) -> Any:
-        data = self.paths[0]
-        for path in self.paths[1:]:
-            data = maximum(data, path)
-        return data
+        return slowest_path_time(self.paths)
 
     @property
     def total(self) -> Any:
         return self.data_time + self.scale_up + self.latency_time
+
+
+def slowest_path_time(paths: tuple[Any, ...]) -> Any:
+    """The data time of paths that run in parallel: the slowest one's (floats stay floats;
+    arrays broadcast)."""
+    data = paths[0]
+    for path in paths[1:]:
+        data = maximum(data, path)
+    return data
 
 
 def transfer_parts(terms: CostTerms, k: Any, t: Any, *, all_paths: bool = False) -> TransferParts:

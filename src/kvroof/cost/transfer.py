@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike
 from kvroof.cost.checks import FloatArray, scalar_or_array, token_count, token_value
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kv_terms import evaluate, peak
-from kvroof.cost.terms import transfer_parts
+from kvroof.cost.terms import slowest_path_time, transfer_parts
 
 __all__ = ["TransferBreakdown", "kv_bytes_per_rank", "kv_peak_bytes_per_rank",
            "load_bytes_per_rank", "load_share", "rank_share", "transfer_breakdown",
@@ -98,7 +98,7 @@ class TransferBreakdown:
     @property
     def data_time(self) -> Any:
         """Seconds of the slowest data path."""
-        return scalar_or_array(np.maximum.reduce(np.broadcast_arrays(*self.paths)))
+        return scalar_or_array(np.asarray(slowest_path_time(self.paths), dtype=np.float64))
 
     @property
     def total(self) -> Any:
