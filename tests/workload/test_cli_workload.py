@@ -88,6 +88,26 @@ def test_synth_then_stats(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert json.loads(out)["synthetic"] is True
 
 
+def test_synth_says_how_many_it_cut(capsys: pytest.CaptureFixture[str],
+                                    tmp_path: Path) -> None:
+    """`synth` prints how many requests the context cap cut, counted independently here from
+    the written table (T + K at the cap, against the same draw without a cap, whose longer
+    requests are exactly the cut ones); --max-context 0 cuts nothing and says nothing."""
+    from kvroof.workload.synth import synthesize
+
+    target = tmp_path / "nqa.csv"
+    code, out, _ = run(capsys, "workload", "synth", "narrativeqa", "-n", "2000", "--seed", "3",
+                       "--max-context", "65536", "-o", str(target))
+    uncapped = synthesize("narrativeqa", 2000, seed=3, max_context=None)
+    cut = int((uncapped.new_tokens + uncapped.cached_tokens > 65536).sum())
+    assert 0 < cut < 2000
+    assert code == 0 and (f"seed 3; {cut:,} of 2,000 ({100 * cut / 2000:.1f}%) cut to a "
+                          f"65,536-token context) to {target}") in out
+    code, out, _ = run(capsys, "workload", "synth", "narrativeqa", "-n", "20", "--max-context",
+                       "0", "-o", str(tmp_path / "all.csv"))
+    assert code == 0 and "cut" not in out
+
+
 def test_synth_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "s.jsonl"
     code, _, _ = run(capsys, "workload", "synth", "sharegpt", "-n", "5", "-o", str(target))

@@ -13,7 +13,7 @@ import pytest
 from kvroof.errors import KvroofError
 from kvroof.workload.records import Workload
 from kvroof.workload.stats import WorkloadStats, describe
-from kvroof.workload.synth import KINDS, model, synthesize
+from kvroof.workload.synth import KINDS, context_cut, model, synthesize
 
 N = 200_000
 
@@ -120,6 +120,9 @@ def test_context_cap() -> None:
     uncapped = synthesize("sharegpt", 20_000, seed=1, max_context=None)
     cut = int((uncapped.new_tokens + uncapped.cached_tokens > 131_072).sum())
     assert cut > 0 and f"{cut:,} of 20,000" in capped.source
+    assert context_cut(capped) == (f"{cut:,} of 20,000 ({100 * cut / 20_000:.1f}%) cut to a "
+                                   "131,072-token context")
+    assert context_cut(uncapped) is None
     assert (uncapped.cached_tokens.max() > 1_000_000)  # the tail the cap removes
     small = synthesize("narrativeqa", 1000, seed=1, max_context=4096)
     assert (small.new_tokens + small.cached_tokens).max() <= 4096

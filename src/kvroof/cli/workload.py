@@ -297,7 +297,7 @@ def run_stats(args: argparse.Namespace) -> None:
 
 
 def run_synth(args: argparse.Namespace) -> None:
-    from kvroof.workload.synth import MAX_REQUESTS, synthesize
+    from kvroof.workload.synth import MAX_REQUESTS, context_cut, synthesize
     from kvroof.workload.table import table_kind, write_table
 
     output = Path(args.output)
@@ -312,5 +312,6 @@ def run_synth(args: argparse.Namespace) -> None:
                           f"{args.max_context}")
     workload = synthesize(args.kind, args.n, args.seed, args.max_context or None)
     write_table(workload, output)
-    print(f"wrote {len(workload):,} SYNTHETIC requests ({workload.name}, seed {args.seed}) "
-          f"to {output}")
+    cut = context_cut(workload)
+    print(f"wrote {len(workload):,} SYNTHETIC requests ({workload.name}, seed {args.seed}"
+          f"{'; ' + cut if cut else ''}) to {output}")

@@ -14,7 +14,7 @@ from kvroof.report.tables import Table
 from kvroof.specs.registry import Registry
 from kvroof.workload.formats import load_workload
 from kvroof.workload.records import Workload
-from kvroof.workload.synth import KINDS, synthesize
+from kvroof.workload.synth import KINDS, context_cut, synthesize
 
 __all__ = ["report_deployments", "report_workloads", "workload_table"]
 
@@ -77,8 +77,8 @@ def workload_table(workloads: list[Workload], deployments: list[Deployment]) -> 
     if synthetic:
         notes.append("SYNTHETIC workloads: drawn to match the published medians and IQRs "
                      "(kvroof.workload.synth), not measured traces. "
-                     + "; ".join(w.name + ": " + w.source.rsplit("; ", 1)[-1]
-                                 for w in workloads if "cut to" in w.source))
+                     + "; ".join(f"{w.name}: {cut}" for w in workloads
+                                 if (cut := context_cut(w)) is not None))
     return Table(
         "workloads", "Workloads: share transfer-bound",
         ["workload", "deployment", "requests (paper)", "requests (full)",

@@ -62,7 +62,7 @@ import numpy as np
 from kvroof.errors import KvroofError
 from kvroof.workload.records import Workload
 
-__all__ = ["KINDS", "SyntheticKind", "SyntheticModel", "model", "synthesize"]
+__all__ = ["KINDS", "SyntheticKind", "SyntheticModel", "context_cut", "model", "synthesize"]
 
 SyntheticKind = Literal["sharegpt", "narrativeqa", "docfinqa"]
 KINDS: tuple[str, ...] = get_args(SyntheticKind)
@@ -196,7 +196,7 @@ def synthesize(kind: str, n: int, seed: int = 0,
         new = np.minimum(new, max_context)
         cached = np.minimum(cached, max_context - new)
         count = int(too_long.sum())
-        capped_note = (f"; {count:,} of {n:,} ({100 * count / n:.1f}%) cut to a "
+        capped_note = (f"; {count:,} of {n:,} ({100 * count / n:.1f}%){_CUT_TO}"
                        f"{max_context:,}-token context")
     return Workload.from_columns(
         new,
@@ -209,3 +209,14 @@ def synthesize(kind: str, n: int, seed: int = 0,
             f"data{capped_note}"
         ),
     )
+
+
+_CUT_TO = " cut to a "
+
+
+def context_cut(workload: Workload) -> str | None:
+    """What :func:`synthesize` says it cut to the context, as the last part of the workload's
+    source ("13,092 of 20,000 (65.5%) cut to a 131,072-token context"), or None where it cut
+    nothing or the workload was not drawn with a cap."""
+    last = workload.source.rsplit("; ", 1)[-1]
+    return last if workload.synthetic and _CUT_TO in last else None
