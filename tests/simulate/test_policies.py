@@ -149,7 +149,7 @@ def test_sharegpt_like_load_on_the_paper_testbed(capsys: pytest.CaptureFixture[s
     batch. kvroof's analog: the paper testbed at TP 8 (80 GB HBM per GPU x 0.9 usable), its
     measured 15 GB/s host link, synchronous loads (LMCache's default), FIFO, one output token
     (the paper's measurement setting), a ShareGPT-like load (:func:`sharegpt_like`) with its
-    cached part in host DRAM. Qwen3-235B-A22B: 59.4 GB of weights per rank leave 13.6 GB, 282k
+    cached part in host DRAM. Qwen3-235B-A22B: 59.0 GB of weights per rank leave 13.0 GB, 271k
     tokens of 48 kB (4 KV heads over 8 ranks); Llama-3.1-70B: 17.6 GB of weights leave 54 GB,
     1.33M tokens of 40 kB. Printed beside the paper's figures; asserted: the paper's claim for
     Qwen3-235B-A22B, whose KV space is small: HBM stops admission in most iterations, the batch
