@@ -130,11 +130,12 @@ def test_kappa_shows_both_regimes(capsys: pytest.CaptureFixture[str]) -> None:
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--iteration-tokens", "64"],
          "--iteration-tokens: 64.0 is fewer than the request's new tokens"),
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--iteration-tokens", "inf"],
-         "--iteration-tokens: must be finite"),
+         "argument --iteration-tokens: expected a whole number of tokens, got 'inf'"),
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--iteration-tokens", "0"],
-         "--iteration-tokens: must be positive"),
+         "argument --iteration-tokens: must be at least 1, got 0"),
         (["ttft", "--model", "qwen3-32b", "--accelerator", "h100", "--new-tokens", "10",
-          "--cached-tokens", "3", "--iteration-tokens", "nan"], "--iteration-tokens: must be"),
+          "--cached-tokens", "3", "--iteration-tokens", "nan"],
+         "argument --iteration-tokens: expected a whole number of tokens"),
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--token-budget", "0"],
          "--token-budget: must be at least 1"),
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--tp", "3"],
@@ -171,13 +172,13 @@ def test_new_settings_bad_input(
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--compute-efficiency",
           "1.5"], "--compute-efficiency: must be in (0, 1]"),
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--new-tokens", "0"],
-         "--new-tokens: must be positive"),
+         "argument --new-tokens: must be at least 1, got 0"),
         (["kappa", "--model", "qwen3-32b", "--accelerator", "h100", "--mode", "both"],
          "invalid choice"),
         (["ttft", "--model", "qwen3-32b", "--accelerator", "h100", "--new-tokens", "1",
           "--cached-tokens", "3", "--tier", "x"], "--tier"),
         (["ttft", "--model", "qwen3-32b", "--accelerator", "h100", "--new-tokens", "1",
-          "--cached-tokens", "-3"], "--cached-tokens: must not be negative"),
+          "--cached-tokens", "-3"], "argument --cached-tokens: must be at least 0, got -3"),
         (["ttft", "--model", "qwen3-32b", "--system", "dgx-h100", "--new-tokens", "1",
           "--cached-tokens", "3", "--tier", "tape=0.5"], "--tier: dgx-h100 has no tier 'tape'"),
     ],
@@ -190,6 +191,63 @@ def test_bad_input_exits_2_with_one_line(
     assert out == ""
     assert err.count("\n") == 1, err
     assert fragment in err, err
+
+
+_LLAMA = ["--model", "llama-3.1-8b", "--accelerator", "h100"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        # token counts are whole numbers from 1 (new) or 0 (cached) to 1e15, named by flag
+        (["kappa", *_LLAMA, "--new-tokens", "1e-320"],
+         "argument --new-tokens: expected a whole number of tokens, got '1e-320'"),
+        (["kappa", *_LLAMA, "--new-tokens", "16.5"],
+         "argument --new-tokens: expected a whole number of tokens, got '16.5'"),
+        (["kappa", *_LLAMA, "--new-tokens", "nan"], "expected a whole number of tokens"),
+        (["ttft", *_LLAMA, "--new-tokens", "0", "--cached-tokens", "16384"],
+         "argument --new-tokens: must be at least 1, got 0"),
+        (["ttft", *_LLAMA, "--new-tokens", "99999999999999999999999", "--cached-tokens", "5"],
+         "argument --new-tokens: at most 1e+15 tokens"),
+        (["kappa", *_LLAMA, "--token-budget", "100.5"],
+         "argument --token-budget: expected a whole number of tokens, got '100.5'"),
+        (["kappa", *_LLAMA, "--iteration-tokens", "0"],
+         "argument --iteration-tokens: must be at least 1, got 0"),
+        # shares too small to compute with (a subnormal one overflowed to "never transfer-bound")
+        (["kappa", *_LLAMA, "--link-efficiency", "1e-310"],
+         "--link-efficiency: must be at least 1e-09"),
+        (["ttft", *_LLAMA, "--new-tokens", "16", "--cached-tokens", "16",
+          "--compute-efficiency", "1e-320"], "--compute-efficiency: must be at least 1e-09"),
+        # an overflow inside the model is an error, never NaN read as "never transfer-bound"
+        (["kappa", *_LLAMA, "--latency", "1e300 s"],
+         "kappa_crit: not computable for llama-3.1-8b"),
+        # no abbreviated flags: ttft has no --mode, and --mode is not --model
+        (["ttft", *_LLAMA, "--mode", "paper", "--new-tokens", "5", "--cached-tokens", "6"],
+         "unrecognized arguments: --mode paper"),
+    ],
+)
+def test_bad_numbers_exit_2_with_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    """Inputs a sweep found accepted, misreported or answered wrongly (issue 12, section 1)."""
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "", (code, out)
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert fragment in err, err
+
+
+def test_numpy_warnings_are_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    """A numpy floating-point warning inside a command (here an exp overflowing at a link of
+    1e-300 GB/s) ends it with one error line, exit 2, instead of a warning beside a figure."""
+    import kvroof.cli as cli
+
+    code, out, err = run(capsys, "plot", "ceilings", *_LLAMA, "--bandwidth", "1e-300 GB/s",
+                         "-o", "never-written.png")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "out of the range kvroof can compute with (overflow encountered" in err
+    import re
+
+    assert re.match(cli.NUMERIC_WARNINGS, "divide by zero encountered in divide")
 
 
 def test_family_settings_flags(capsys: pytest.CaptureFixture[str]) -> None:

@@ -250,8 +250,16 @@ def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
         (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--cached",
           "1e300"], "--cached: at most 1e+15 tokens"),
         (["plot", "what-if", "--model", "qwen3-32b", "--system", "dgx-h100", "--new-tokens",
-          "1e20"], "--new-tokens: at most 1e+15 tokens"),
+          "1e20"], "argument --new-tokens: at most 1e+15 tokens"),
         (["--spec-path", "", "plot", "roofline"], "--spec-path: expected a folder"),
+        # per cached token needs a cached token (was a ZeroDivisionError traceback)
+        (["plot", "families", "--system", "dgx-h100", "--cached-tokens", "0"],
+         "argument --cached-tokens: must be at least 1, got 0"),
+        (["plot", "families", "--system", "dgx-h100", "--new-tokens", "0"],
+         "argument --new-tokens: must be at least 1, got 0"),
+        # a request computes at least one token (T = 0 broke the log axis with a warning)
+        (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
+          "0:100"], "--requests: request 0:100: T must be at least 1 token"),
     ],
 )
 def test_cli_plot_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -287,6 +295,26 @@ def test_cli_plot_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     code, _, err = run(capsys, "plot", "roofline", "--system", "paper-testbed", "--model",
                        "qwen3-235b-a22b", "-o", str(tmp_path / "r.png"))
     assert code == 0, err
+
+
+def test_kappa_vs_t_where_kappa_is_zero_everywhere(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    """At a link of 1e-300 GB/s every cached token outlasts the compute: kappa_crit is 0 at
+    every T (the library's answer), which a log axis cannot show, so the legend says it and
+    no warning is printed (one used to say the data could not be log-scaled)."""
+    from kvroof.cost.deployment import deployment
+    from kvroof.cost.kappa import kappa_crit
+    from kvroof.plot import kappa_vs_t_figure
+
+    dep = deployment("llama-3.1-8b", accelerator="h100", bandwidth=1e-291, registry=REG)
+    assert float(kappa_crit(dep, 128).kappa_crit) == 0.0
+    fig = kappa_vs_t_figure([dep])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any("0: transfer-bound from the first cached token" in label for label in labels)
+    code, out, err = run(capsys, "plot", "kappa-vs-t", "--model", "llama-3.1-8b",
+                         "--accelerator", "h100", "--bandwidth", "1e-300 GB/s", "-o",
+                         str(tmp_path / "k.png"))
+    assert code == 0 and err == "" and (tmp_path / "k.png").exists(), err
 
 
 def test_an_error_mid_report_leaves_no_folder(capsys: pytest.CaptureFixture[str],

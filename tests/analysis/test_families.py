@@ -41,6 +41,15 @@ def test_marginal_bytes_are_the_layers_that_keep_every_token() -> None:
         assert sum(s.marginal_bytes for s in shares) == pytest.approx(expected), name
 
 
+def test_kind_shares_need_a_cached_token() -> None:
+    """Shares are per cached token: K = 0 is an error naming the argument (it was a
+    ZeroDivisionError)."""
+    from kvroof.errors import KvroofError
+
+    with pytest.raises(KvroofError, match="cached_tokens: must be positive"):
+        kind_shares(REG.model("gemma-3-27b"), 128, 0)
+
+
 def test_family_kappas_are_the_librarys() -> None:
     placements = (Placement("dgx-h100", 8), Placement("gh200", 1))
     rows = family_kappas(128, 8192, FAMILIES[2:5], placements, REG)

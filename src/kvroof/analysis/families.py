@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from kvroof.cost.checks import token_value
 from kvroof.cost.deployment import Deployment, deployment
 from kvroof.cost.flops import MlaMode, attention_flops_by_kind
 from kvroof.cost.groups import layer_groups
@@ -110,7 +111,7 @@ def kind_shares(model: ModelSpec, new_tokens: float, cached_tokens: float,
     """Each layer kind's bytes and FLOPs per cached token at (``new_tokens``,
     ``cached_tokens``), and its bytes per cached token far beyond every cap (module
     docstring)."""
-    k = float(cached_tokens)
+    k = token_value("cached_tokens", cached_tokens, at_least_one=True)  # shares per token
     loads = kv_bytes_by_kind(model, k, kv_dtype, local_kv, sparse_share)
     far = kv_bytes_by_kind(model, np.array([_FAR, 2 * _FAR]), kv_dtype, local_kv, sparse_share)
     with_k = attention_flops_by_kind(model, new_tokens, k, mla_mode)

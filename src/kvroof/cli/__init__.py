@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -23,7 +24,13 @@ __all__ = ["INTERRUPTED", "build_parser", "interrupted", "main"]
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr and exit status 2."""
+    """An argument parser whose errors are one line on stderr and exit status 2, and which
+    takes no abbreviated flags (``--mode`` is not ``--model`` where a command has no
+    ``--mode``; its commands' parsers are of this class too)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("kvroof").strip()
@@ -89,6 +96,10 @@ def _one_line_warning(
     print(f"kvroof: warning: {message}", file=sys.stderr)
 
 
+NUMERIC_WARNINGS = r"(overflow|divide by zero|invalid value|underflow) encountered"
+"""numpy's floating-point warnings (``np.seterr``'s default ``warn``), which a command turns into
+an error."""
+
 INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT, as a shell reports it)."""
 
@@ -118,10 +129,20 @@ def _run(argv: Sequence[str] | None) -> int:
     previous = warnings.showwarning
     warnings.showwarning = _one_line_warning
     try:
-        handler: Any = args.handler
-        handler(args)
+        with warnings.catch_warnings():
+            # numpy's floating-point warnings mean an input too large or too small to compute
+            # with: an error, never a warning beside a wrong answer
+            warnings.filterwarnings("error", message=NUMERIC_WARNINGS, category=RuntimeWarning)
+            handler: Any = args.handler
+            handler(args)
     except (KvroofError, CommandError) as error:
         print(f"kvroof: error: {error}", file=sys.stderr)
+        return 2
+    except RuntimeWarning as warning:
+        if not re.match(NUMERIC_WARNINGS, str(warning)):
+            raise
+        print(f"kvroof: error: the values given are out of the range kvroof can compute with "
+              f"({warning}); check the flags' magnitudes", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kvroof.errors import CommandError
@@ -13,7 +14,7 @@ from kvroof.jsonsafe import json_safe
 from kvroof.specs.registry import Registry, default_registry
 
 __all__ = ["CommandError", "flat_record", "print_csv", "print_json", "print_table",
-           "registry_from_args"]
+           "registry_from_args", "token_flag"]
 
 
 def registry_from_args(args: argparse.Namespace) -> Registry:
@@ -22,6 +23,32 @@ def registry_from_args(args: argparse.Namespace) -> Registry:
     if any(not path.strip() for path in paths):
         raise CommandError("--spec-path: expected a folder, got an empty name")
     return Registry(paths) if paths else default_registry()
+
+
+def token_flag(at_least: int) -> Callable[[str], float]:
+    """An argparse ``type`` for a token-count flag: a whole number (``128``, ``1e4``,
+    ``16384.0``) from ``at_least`` to :data:`kvroof.cost.checks.MAX_TOKENS`; anything else is a
+    one-line error naming the flag (argparse adds ``argument --new-tokens:``)."""
+
+    def tokens(text: str) -> float:
+        from kvroof.cost.checks import MAX_TOKENS
+        from kvroof.errors import short_repr
+
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number of tokens, got {short_repr(text)}") from None
+        if not math.isfinite(value) or value != math.floor(value):
+            raise argparse.ArgumentTypeError(
+                f"expected a whole number of tokens, got {short_repr(text)}")
+        if value < at_least:
+            raise argparse.ArgumentTypeError(f"must be at least {at_least}, got {text}")
+        if value > MAX_TOKENS:
+            raise argparse.ArgumentTypeError(f"at most {MAX_TOKENS:.0e} tokens, got {text}")
+        return value
+
+    return tokens
 
 
 def print_json(value: Any) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from kvroof.cli.commands import command_help
-from kvroof.cli.common import flat_record, print_csv, print_json, print_table
+from kvroof.cli.common import flat_record, print_csv, print_json, print_table, token_flag
 from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args, flag_error
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
@@ -32,7 +32,8 @@ DEFAULT_TOKEN_BUDGET = 8192
 
 
 def _add_regime_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--token-budget", type=float, default=DEFAULT_TOKEN_BUDGET, metavar="N",
+    parser.add_argument("--token-budget", type=token_flag(1), default=DEFAULT_TOKEN_BUDGET,
+                        metavar="N",
                         help="tokens of a full iteration, for the other regime shown beside "
                              f"the result (default {DEFAULT_TOKEN_BUDGET}, vLLM's)")
 
@@ -80,7 +81,7 @@ def register(commands: Any) -> None:
     add_deployment_flags(kappa)
     kappa.add_argument("--mode", choices=("paper", "full"), default="full",
                        help="paper: 2 N_active / B_kv x BW / C; full: everything (default)")
-    kappa.add_argument("--new-tokens", type=float, default=128.0, metavar="T",
+    kappa.add_argument("--new-tokens", type=token_flag(1), default=128.0, metavar="T",
                        help="new tokens T for full mode (default 128)")
     _add_regime_flags(kappa)
     _add_output_flags(kappa)
@@ -88,8 +89,8 @@ def register(commands: Any) -> None:
 
     ttft_parser = commands.add_parser("ttft", help=command_help("ttft"))
     add_deployment_flags(ttft_parser)
-    ttft_parser.add_argument("--new-tokens", type=float, required=True, metavar="T")
-    ttft_parser.add_argument("--cached-tokens", type=float, required=True, metavar="K")
+    ttft_parser.add_argument("--new-tokens", type=token_flag(1), required=True, metavar="T")
+    ttft_parser.add_argument("--cached-tokens", type=token_flag(0), required=True, metavar="K")
     ttft_parser.add_argument("--overlap", choices=OVERLAP_MODES, default=None,
                              help="serial (paper Eq. 5), layerwise or ideal (default: the "
                                   "engine's loading, else serial)")
@@ -213,10 +214,6 @@ def _kappa_text(value: dict[str, Any]) -> str:
 
 
 def run_kappa(args: argparse.Namespace) -> None:
-    if not (args.new_tokens > 0 and math.isfinite(args.new_tokens)):
-        raise KvroofError(f"--new-tokens: must be positive, got {args.new_tokens:g}")
-    if not (args.token_budget >= 1 and math.isfinite(args.token_budget)):
-        raise KvroofError(f"--token-budget: must be at least 1, got {args.token_budget:g}")
     dep = deployment_from_args(args)
     _fit_or_refuse(dep, strict=args.mode == "full")
     try:
@@ -311,8 +308,6 @@ def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
 
 
 def run_ttft(args: argparse.Namespace) -> None:
-    if not (args.token_budget >= 1 and math.isfinite(args.token_budget)):
-        raise KvroofError(f"--token-budget: must be at least 1, got {args.token_budget:g}")
     dep = deployment_from_args(args)
     try:
         _fit_or_refuse(dep, args.new_tokens + args.cached_tokens

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kvroof.cli.common import registry_from_args
+from kvroof.cli.common import registry_from_args, token_flag
 from kvroof.cost.deployment import (
     BANDWIDTH_SOURCES,
     COPY_LAYOUTS,
@@ -124,13 +124,13 @@ def add_deployment_flags(
     tune.add_argument("--write-back", action=argparse.BooleanOptionalAction, default=None,
                       help="save the new tokens' KV to host memory in the same step, sharing "
                            "the link (default on, or the engine's)")
-    tune.add_argument("--iteration-tokens", type=float, default=None, metavar="N",
+    tune.add_argument("--iteration-tokens", type=token_flag(1), default=None, metavar="N",
                       help="tokens sharing one read of the weights (running decodes and other "
                            "prefill chunks of the iteration); default: the request alone (T)")
     tune.add_argument("--memory-utilization", type=float, default=DEFAULT_MEMORY_UTILIZATION,
                       metavar="F", help="share of HBM the engine may use, in (0, 1] (default "
                                         f"{DEFAULT_MEMORY_UTILIZATION:g}, vLLM's)")
-    tune.add_argument("--kv-reserve-tokens", type=float, default=DEFAULT_KV_RESERVE_TOKENS,
+    tune.add_argument("--kv-reserve-tokens", type=token_flag(0), default=DEFAULT_KV_RESERVE_TOKENS,
                       metavar="N", help="tokens of KV that must fit beside the weights "
                                         f"(default {DEFAULT_KV_RESERVE_TOKENS:g})")
     tune.add_argument("--tier", action="append", default=[], metavar="NAME=FRACTION",

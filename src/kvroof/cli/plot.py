@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kvroof.cli.commands import command_help
-from kvroof.cli.common import CommandError, registry_from_args
+from kvroof.cli.common import CommandError, registry_from_args, token_flag
 from kvroof.cli.deployment_flags import (
     add_deployment_flags,
     deployment_from_args,
@@ -82,7 +82,7 @@ def register(commands: Any) -> None:
                           help="an accelerator on a link (repeatable; default A100, H100, B200 "
                                "on PCIe 4 and 5)")
     roofline.add_argument("--mode", choices=("paper", "full"), default="full")
-    roofline.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+    roofline.add_argument("--new-tokens", type=token_flag(1), default=128.0, metavar="T")
     roofline.add_argument("--y", choices=("flops", "tokens"), default="flops",
                           help="y axis: FLOP/s or new tokens/s per GPU")
     roofline.add_argument("--no-workloads", action="store_true",
@@ -107,12 +107,12 @@ def register(commands: Any) -> None:
                           help="new tokens on the y axis")
 
     what_if = figure_parser("what-if", "kappa_crit against link bandwidth and KV format")
-    what_if.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
+    what_if.add_argument("--new-tokens", type=token_flag(1), default=128.0, metavar="T")
 
     families = figure_parser("families", "kappa_crit by attention family, against T and K, "
                                          "with bytes and FLOPs per cached token by layer kind")
-    families.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
-    families.add_argument("--cached-tokens", type=float, default=32_000.0, metavar="K",
+    families.add_argument("--new-tokens", type=token_flag(1), default=128.0, metavar="T")
+    families.add_argument("--cached-tokens", type=token_flag(1), default=32_000.0, metavar="K",
                           help="the prefix whose bytes and FLOPs the bars split (default 32000)")
     families.add_argument("--other-system", default=None, metavar="SYSTEM",
                           help="a second placement drawn dashed (TP 1), e.g. gh200")
@@ -129,8 +129,8 @@ def register(commands: Any) -> None:
     validation.set_defaults(handler=run_plot)
 
     breakdown = figure_parser("breakdown", "TTFT stacked by compute and exposed transfer")
-    breakdown.add_argument("--new-tokens", type=float, default=128.0, metavar="T")
-    breakdown.add_argument("--cached-tokens", type=float, default=16384.0, metavar="K")
+    breakdown.add_argument("--new-tokens", type=token_flag(1), default=128.0, metavar="T")
+    breakdown.add_argument("--cached-tokens", type=token_flag(0), default=16384.0, metavar="K")
     breakdown.add_argument("--tps", default="1,8", metavar="N,N", help="TP degrees (default 1,8)")
 
 

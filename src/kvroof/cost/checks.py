@@ -13,6 +13,7 @@ from kvroof.specs.base import DTYPE_BYTES
 
 __all__ = [
     "MAX_TOKENS",
+    "MIN_EFFICIENCY",
     "FloatArray",
     "dtype_bytes",
     "efficiency",
@@ -108,11 +109,19 @@ def positive(name: str, value: ArrayLike) -> FloatArray:
     return array
 
 
+MIN_EFFICIENCY = 1e-9
+"""The smallest efficiency taken: a rate divided by less is a typo, and divided by a subnormal
+number (below 2.2e-308) it overflows to infinity."""
+
+
 def efficiency(name: str, value: ArrayLike) -> FloatArray:
-    """An efficiency in (0, 1]."""
+    """An efficiency in [:data:`MIN_EFFICIENCY`, 1]."""
     array = _as_float_array(name, value)
     if np.any((array <= 0) | (array > 1)):
         raise KvroofError(f"{name}: must be in (0, 1], got {value!r}")
+    if np.any(array < MIN_EFFICIENCY):
+        raise KvroofError(f"{name}: must be at least {MIN_EFFICIENCY:g} (a smaller share is "
+                          f"almost certainly a typo), got {value!r}")
     return array
 
 

@@ -470,6 +470,10 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
     else:
         raise KvroofError(f"method: expected auto, closed-form or root-finding, got {method!r}")
     k_star = np.asarray(k_star, dtype=np.float64)
+    if np.isnan(k_star).any():  # an overflow inside (inf - inf): never a silent NaN
+        raise KvroofError(
+            f"kappa_crit: not computable for {dep.model.name}: a setting is so extreme that "
+            "the times overflow a float (look for values such as a latency of 1e300 s)")
     if k_star.ndim == 0:
         value = float(k_star)
         never = math.isinf(value)

@@ -308,6 +308,10 @@ def _combine(x: Any, c: Any, layers: int, overlap: Overlap, eta: Any) -> Any:
     return (x + c) / layers + (layers - 1) * overlapped / layers
 
 
+_OVERFLOW = ("ttft: not computable: a setting is so extreme that the times overflow a float "
+             "(look for values such as a compute efficiency of 1e-300 or a latency of 1e300 s)")
+
+
 def _result(
     dep: Deployment, flops: Any, transfer: Any, compute: Any, overlap: Overlap,
     new_tokens: Any = None, cached_tokens: Any = None,
@@ -317,6 +321,8 @@ def _result(
     if (type(transfer) is float and type(compute) is float and type(flops) is float
             and type(overhead) in (float, int)):
         total = _combine(transfer, compute, dep.model.num_layers, overlap, eta)
+        if not math.isfinite(total):
+            raise KvroofError(_OVERFLOW)
         peak = dep.terms.peak_rate / dep.tp
         return TTFTResult(total + overhead, compute, transfer, flops, overlap, dep.tp, peak,
                           new_tokens, cached_tokens, float(overhead))
@@ -325,6 +331,8 @@ def _result(
     o = np.asarray(overhead, dtype=np.float64)
     total = np.asarray(_combine(x, c, dep.model.num_layers, overlap,
                                 eta if type(eta) is float else np.asarray(eta))) + o
+    if not np.isfinite(total).all():
+        raise KvroofError(_OVERFLOW)
     shape = np.broadcast_shapes(x.shape, c.shape, np.shape(flops), o.shape)
     return TTFTResult(
         scalar_or_array(np.broadcast_to(total, shape).copy() if total.shape != shape else total),

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.roofline import request_intensities
+from kvroof.errors import KvroofError
 from kvroof.plot.style import color, new_figure, source_line, style
 
 __all__ = ["DEFAULT_REQUESTS", "ceilings_figure"]
@@ -57,6 +58,8 @@ def ceilings_figure(
                     va="top", ha="right")
         lowest = peak
         for index, (t, k) in enumerate(requests):
+            if not t >= 1:  # a log axis: a request computes at least one token
+                raise KvroofError(f"request {t:g}:{k:g}: T must be at least 1 token")
             point = request_intensities(dep, t, k)
             achieved = float(point.attainable_flops) / 1e12
             at_hbm = float(point.hbm_intensity)

@@ -59,14 +59,19 @@ def kappa_vs_t_figure(
                     ax.plot([meet], [at], marker="o", color=color(index), markersize=5,
                             gid=f"meet:{name}")
             finite = np.isfinite(values)
-            shown = name if finite.any() else f"{name} (never transfer-bound)"
+            if finite.any() and not (values[finite] > 0).any():
+                shown = f"{name} (0: transfer-bound from the first cached token)"
+            else:
+                shown = name if finite.any() else f"{name} (never transfer-bound)"
+            finite &= values > 0  # a log axis: kappa_crit 0 is said in the label
             if iteration_tokens is not None:
                 shown += ", alone"
             ax.plot(t[finite], values[finite], color=color(index), linewidth=1.8, label=shown,
                     gid=f"full:{name}")
             paper = float(kappa_paper_for(dep).kappa_crit)
-            ax.axhline(paper, color=color(index), linestyle="--", linewidth=1.0,
-                       gid=f"paper:{name}")
+            if paper > 0:
+                ax.axhline(paper, color=color(index), linestyle="--", linewidth=1.0,
+                           gid=f"paper:{name}")
             t_max = float(max_new_tokens_for_crossover(dep))
             if t_max < t_range[1]:
                 ax.axvspan(max(t_max, t_range[0]), t_range[1], color=color(index), alpha=0.07,
