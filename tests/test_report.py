@@ -311,7 +311,7 @@ def test_kappa_vs_t_where_kappa_is_zero_everywhere(capsys: pytest.CaptureFixture
     fig = kappa_vs_t_figure([dep])
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert any("0: transfer-bound from the first cached token" in label for label in labels)
-    code, out, err = run(capsys, "plot", "kappa-vs-t", "--model", "llama-3.1-8b",
+    code, _, err = run(capsys, "plot", "kappa-vs-t", "--model", "llama-3.1-8b",
                          "--accelerator", "h100", "--bandwidth", "1e-300 GB/s", "-o",
                          str(tmp_path / "k.png"))
     assert code == 0 and err == "" and (tmp_path / "k.png").exists(), err

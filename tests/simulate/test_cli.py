@@ -111,6 +111,9 @@ def moon(t: int, n: int, out: int = 5, ids: list[int] | None = None) -> dict[str
      r"deepseek-v3 does not fit on h100-sxm at TP 1"),
     ([moon(0, 100)], ["--power-cap", "20 W"],
      r"--power-cap: 20 W is not above the GPU's idle power 67 W"),
+    # 100 million replicas ran on for minutes without a word
+    ([moon(0, 100)], ["--replicas", "100000000"],
+     r"--replicas: expected an integer from 0 to 4,096, got 100000000"),
 ])
 def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                lines: list[dict[str, object]], extra: list[str],
@@ -193,7 +196,13 @@ def test_sweep_on_a_dask_cluster(capsys: pytest.CaptureFixture[str], tmp_path: P
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    ("  colour: [red]", r"grid point 0 \(rps=2, scheduler=fifo, colour=red\): .*colour"),
+    # an unknown grid key used to reach Deployment.__init__ and print its TypeError
+    ("  colour: [red]", r"sweep.yaml: grid.colour: unknown key \(a deployment, simulation"),
+    ("deployment: {frob: 1}", r"sweep.yaml: deployment.frob: unknown key \(allowed: .*tp"),
+    # 100 million replicas ran on without a word
+    ("  replicas: [100000000]",
+     r"sweep.yaml: grid.replicas: expected an integer from 1 to 4,096, got 100000000"),
+    ("  tp: [3]", r"sweep.yaml: grid point 0 \(rps=2, scheduler=fifo, tp=3\): tp: 3 does not"),
     ("bogus_key: 1", r"sweep.yaml: bogus_key: unknown key"),
     ("  load_mode: [eventually]", r"load_mode: expected one of sync, async, layerwise"),
     ("  dram_cache: ['12 parsecs']", r"dram_cache: "),
@@ -215,3 +224,21 @@ def test_example_sweep_config_is_valid() -> None:
     grid = points(config)
     assert len(grid) == 16
     check_points(grid)
+
+
+def test_replica_limit_in_the_library() -> None:
+    """The library refuses more than MAX_REPLICAS too (the CLI and sweeps check before
+    building a list of them)."""
+    from kvroof.cost.deployment import deployment
+    from kvroof.errors import KvroofError
+    from kvroof.simulate.runner import prepare_trace, simulate
+    from kvroof.simulate.settings import MAX_REPLICAS, ReplicaSpec, SimSettings
+
+    from .helpers import table_trace
+
+    with pytest.raises(KvroofError, match="replicas: at most 4,096, got 5,000"):
+        ReplicaSpec(system="dgx-h100", count=5000)
+    dep = deployment("llama-3.1-8b", accelerator="h100")
+    trace = prepare_trace(table_trace([10], [0], 1), rps=1.0)
+    with pytest.raises(KvroofError, match="replicas: at most 4,096, got 4,097"):
+        simulate(trace, [dep] * (MAX_REPLICAS + 1), SimSettings())

@@ -246,12 +246,13 @@ def _variant(base: SimSettings, text: str) -> SimSettings:
 
 def _deployments(args: argparse.Namespace) -> list[Any]:
     from kvroof.cost.memory_fit import check_fit
-    from kvroof.simulate.settings import ReplicaSpec
+    from kvroof.simulate.settings import MAX_REPLICAS, ReplicaSpec
 
     if args.model is None:
         raise KvroofError("--model is required")
-    if args.replicas < 0:
-        raise KvroofError(f"--replicas: expected a non-negative integer, got {args.replicas}")
+    if not 0 <= args.replicas <= MAX_REPLICAS:
+        raise KvroofError(f"--replicas: expected an integer from 0 to {MAX_REPLICAS:,}, got "
+                          f"{args.replicas}")
     deps = []
     if args.replicas:
         main = deployment_from_args(args)
@@ -269,6 +270,9 @@ def _deployments(args: argparse.Namespace) -> list[Any]:
         deps.append(dep)
     if not deps:
         raise KvroofError("--replicas 0 and no --replica: nothing to simulate")
+    if len(deps) > MAX_REPLICAS:
+        raise KvroofError(f"--replicas and --replica: {len(deps):,} replicas, more than "
+                          f"{MAX_REPLICAS:,}")
     return deps
 
 
@@ -502,8 +506,11 @@ def run_sweep_command(args: argparse.Namespace) -> None:
             bar.start = start
         bar.advance(done - bar.done_weight, f"{done}/{total} simulations")
 
-    rows = run_sweep(config, jobs=args.jobs, dask=args.dask, progress=progress,
-                     spec_paths=list(getattr(args, "spec_path", []) or []))
+    try:
+        rows = run_sweep(config, jobs=args.jobs, dask=args.dask, progress=progress,
+                         spec_paths=list(getattr(args, "spec_path", []) or []))
+    except KvroofError as error:  # a grid point's settings: name the file they came from
+        raise KvroofError(f"{args.config}: {error}") from None
     if bar is not None:
         bar.done()
     if args.output is not None:

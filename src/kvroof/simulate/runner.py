@@ -34,7 +34,7 @@ from kvroof.simulate.request import Request
 from kvroof.simulate.resources import ReplicaResources, replica_resources
 from kvroof.simulate.router import Router
 from kvroof.simulate.scheduler import LIMITS
-from kvroof.simulate.settings import SimSettings
+from kvroof.simulate.settings import MAX_REPLICAS, SimSettings
 from kvroof.specs.registry import Registry
 from kvroof.units import Kind, format_quantity
 from kvroof.workload.arrivals import gamma_times, output_lengths, poisson_times, scale_times
@@ -134,6 +134,8 @@ def simulate(
     settings = settings or SimSettings()
     if not deployments:
         raise KvroofError("no replicas to simulate")
+    if len(deployments) > MAX_REPLICAS:
+        raise KvroofError(f"replicas: at most {MAX_REPLICAS:,}, got {len(deployments):,}")
     models = {dep.model.name for dep in deployments}
     if len(models) > 1:
         raise KvroofError(f"replicas must serve one model, got {', '.join(sorted(models))}")

@@ -18,6 +18,7 @@ from kvroof.errors import KvroofError
 __all__ = [
     "CACHE_POLICIES",
     "LOAD_MODES",
+    "MAX_REPLICAS",
     "ROUTERS",
     "SCHEDULERS",
     "ReplicaSpec",
@@ -33,6 +34,10 @@ SCHEDULERS: tuple[Scheduler, ...] = ("fifo", "utilization-aware")
 CACHE_POLICIES: tuple[CachePolicy, ...] = ("load", "recompute", "split")
 LOAD_MODES: tuple[LoadMode, ...] = ("sync", "async", "layerwise")
 ROUTERS: tuple[Router, ...] = ("round-robin", "least-loaded", "prefix-affinity", "kappa")
+
+MAX_REPLICAS = 4096
+"""The most replicas one simulation takes (32,768 GPUs at TP 8; each replica costs memory and
+time however idle, so more is almost certainly a typo)."""
 
 GIB = 2**30
 _LARGE_GPU_BYTES = 70 * GIB
@@ -80,6 +85,8 @@ class ReplicaSpec:
             raise KvroofError("replica: give a system or an accelerator")
         _positive_int("tp", self.tp)
         _positive_int("replicas", self.count)
+        if self.count > MAX_REPLICAS:
+            raise KvroofError(f"replicas: at most {MAX_REPLICAS:,}, got {self.count:,}")
 
     @classmethod
     def parse(cls, text: str) -> ReplicaSpec:

@@ -33,8 +33,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from kvroof.cost.deployment import Deployment
 from kvroof.errors import KvroofError, SpecError
-from kvroof.simulate.settings import ReplicaSpec, SimSettings
+from kvroof.simulate.settings import MAX_REPLICAS, ReplicaSpec, SimSettings
 from kvroof.units import Kind, UnitError, parse_quantity
 
 __all__ = ["SweepConfig", "SweepPoint", "load_sweep_config", "run_point", "run_sweep"]
@@ -46,6 +47,10 @@ MAX_POINTS = 100_000
 ARRIVAL_KEYS = ("rps", "arrival", "burstiness", "time_scale", "output_tokens", "seed", "users",
                 "think_time", "requests")
 SETTING_KEYS = tuple(f.name for f in fields(SimSettings) if f.name != "label")
+DEPLOYMENT_KEYS = tuple(f.name for f in fields(Deployment)
+                        if f.name not in ("model", "accelerator", "link", "system"))
+"""Settings of a point's deployments (its model and hardware come from ``model`` and
+``hardware``)."""
 _UNITS: dict[str, Kind] = {"dram_cache": Kind.CAPACITY, "tier_cache": Kind.CAPACITY,
                            "activation_reserve": Kind.CAPACITY, "power_cap": Kind.POWER,
                            "slo_ttft": Kind.TIME, "slo_tpot": Kind.TIME,
@@ -64,7 +69,7 @@ class SweepConfig(BaseModel):
     format: str | None = None
     skip_bad: bool = False
     hardware: str | list[str] = "paper-testbed:8"
-    replicas: int = Field(1, ge=1)
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
     deployment: dict[str, Any] = Field(default_factory=dict)
     simulation: dict[str, Any] = Field(default_factory=dict)
     arrivals: dict[str, Any] = Field(default_factory=dict)
@@ -122,7 +127,14 @@ def load_sweep_config(path: str | Path) -> SweepConfig:
 def points(config: SweepConfig, spec_paths: Sequence[str] = ()) -> list[SweepPoint]:
     """Every combination of the grid, in order (the last key varies fastest)."""
     keys = list(config.grid)
+    for key in config.deployment:
+        if key not in DEPLOYMENT_KEYS:
+            raise KvroofError(f"deployment.{key}: unknown key (allowed: "
+                              f"{', '.join(DEPLOYMENT_KEYS)})")
     for key in keys:
+        if key not in ("hardware", "replicas", *ARRIVAL_KEYS, *SETTING_KEYS, *DEPLOYMENT_KEYS):
+            raise KvroofError(f"grid.{key}: unknown key (a deployment, simulation or arrivals "
+                              f"setting, hardware or replicas)")
         if not config.grid[key]:
             raise KvroofError(f"grid.{key}: give at least one value")
     count = math.prod(len(config.grid[key]) for key in keys)
@@ -147,8 +159,10 @@ def points(config: SweepConfig, spec_paths: Sequence[str] = ()) -> list[SweepPoi
                 sections["simulation"][key] = value
             else:
                 sections["deployment"][key] = value
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
-            raise KvroofError(f"replicas: expected a positive integer, got {replicas!r}")
+        if (not isinstance(replicas, int) or isinstance(replicas, bool)
+                or not 1 <= replicas <= MAX_REPLICAS):
+            raise KvroofError(f"grid.replicas: expected an integer from 1 to {MAX_REPLICAS:,}, "
+                              f"got {replicas!r}")
         result.append(SweepPoint(
             index=index, grid=chosen, model=config.model,
             trace=None if config.trace is None else str(config.trace), format=config.format,
