@@ -221,6 +221,10 @@ _LLAMA = ["--model", "llama-3.1-8b", "--accelerator", "h100"]
         # an overflow inside the model is an error, never NaN read as "never transfer-bound"
         (["kappa", *_LLAMA, "--latency", "1e300 s"],
          "kappa_crit: not computable for llama-3.1-8b"),
+        # a tier given twice kept the last value without a word
+        (["ttft", "--model", "llama-3.1-8b", "--system", "dgx-h100", "--new-tokens", "5",
+          "--cached-tokens", "6", "--tier", "local-nvme=0.5", "--tier", "local-nvme=0.6"],
+         "--tier: tier 'local-nvme' given twice"),
         # no abbreviated flags: ttft has no --mode, and --mode is not --model
         (["ttft", *_LLAMA, "--mode", "paper", "--new-tokens", "5", "--cached-tokens", "6"],
          "unrecognized arguments: --mode paper"),

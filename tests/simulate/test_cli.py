@@ -111,6 +111,12 @@ def moon(t: int, n: int, out: int = 5, ids: list[int] | None = None) -> dict[str
      r"deepseek-v3 does not fit on h100-sxm at TP 1"),
     ([moon(0, 100)], ["--power-cap", "20 W"],
      r"--power-cap: 20 W is not above the GPU's idle power 67 W"),
+    # a setting given twice in one variant, or a yes/no value that is neither, was dropped
+    ([moon(0, 100)], ["--compare", "scheduler=fifo,scheduler=utilization-aware"],
+     r"--compare scheduler=fifo,scheduler=utilization-aware: scheduler given twice"),
+    ([moon(0, 100)], ["--compare", "prefix-caching=maybe"],
+     r"--compare prefix-caching: expected one of 1, true, yes, on, 0, false, no, off, "
+     r"got 'maybe'"),
     # 100 million replicas ran on for minutes without a word
     ([moon(0, 100)], ["--replicas", "100000000"],
      r"--replicas: expected an integer from 0 to 4,096, got 100000000"),

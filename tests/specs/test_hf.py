@@ -145,6 +145,9 @@ def test_directory_path_reads_config_json(tmp_path: Path) -> None:
         ({"hidden_size": "big"}, "hidden_size", "expected an integer"),
         ({"num_key_value_heads": 3}, "attention", "not divisible"),
         ({"mlp_only_layers": [3]}, "mlp_only_layers", "not supported"),
+        # bool("no") is True: a string or list used to be taken for tied embeddings or not
+        ({"tie_word_embeddings": "no"}, "tie_word_embeddings", "expected true or false, got 'no'"),
+        ({"tie_word_embeddings": []}, "tie_word_embeddings", "expected true or false"),
     ],
 )
 def test_bad_configs(tmp_path: Path, change: dict[str, Any], field: str, fragment: str) -> None:

@@ -125,6 +125,16 @@ def test_case_json_has_the_inputs(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["explain_before"]["inputs"]
 
 
+def test_a_case_file_for_a_folder_is_one_line(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path) -> None:
+    """--cases takes folders: a file is named as such (it was said not to exist)."""
+    path = tmp_path / "case.yaml"
+    path.write_text("cases: []\n")
+    code, _, err = run(capsys, "validate", "--cases", str(path))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"kvroof: error: {path}: is a file; give the folder"), err
+
+
 def test_missing_cases_folder_is_one_line(capsys: pytest.CaptureFixture[str],
                                           tmp_path: Path) -> None:
     code, _, err = run(capsys, "validate", "--cases", str(tmp_path / "nope"))

@@ -64,6 +64,8 @@ def test_jsonl(write_jsonl: Writer) -> None:
     [
         ("", "empty file"),
         ("new_tokens,T,K\n1,1,1\n", "'new_tokens' and 'T' mean the same"),
+        # the second column of the same name used to win silently
+        ("new_tokens,new_tokens,cached_tokens\n5,6,1\n", "column 'new_tokens' appears twice"),
         ("new_tokens,output_tokens\n1,2\n", "missing 'cached_tokens' \\(or 'K'\\)"),
         ('{"T": 1, "K": 2}\n', "looks like JSON"),
     ],

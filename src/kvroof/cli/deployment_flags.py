@@ -151,6 +151,8 @@ def _tiers(values: list[str]) -> dict[str, float]:
     tiers: dict[str, float] = {}
     for value in values:
         name, sep, fraction = value.partition("=")
+        if name in tiers:
+            raise KvroofError(f"--tier: tier {short_repr(name)} given twice")
         try:
             tiers[name] = float(fraction)
         except ValueError:

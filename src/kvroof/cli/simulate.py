@@ -208,6 +208,10 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         raise _named(error) from None
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 def _variant(base: SimSettings, text: str) -> SimSettings:
     """``base`` with the ``KEY=VALUE,...`` of one --compare."""
     changes: dict[str, Any] = {}
@@ -221,13 +225,19 @@ def _variant(base: SimSettings, text: str) -> SimSettings:
             allowed = ", ".join(n.replace("_", "-") for n in fields
                                 if n not in ("label", "fast_forward"))
             raise KvroofError(f"--compare: unknown setting {key.strip()!r} (one of {allowed})")
+        if name in changes:
+            raise KvroofError(f"--compare {text}: {key.strip()} given twice (give each "
+                              "variant its own --compare)")
         value = value.strip()
         current = getattr(base, name)
         parsed: Any
         if name in _UNITS:
             parsed = quantity_flag(f"--compare {key}", value, _UNITS[name])
         elif name == "prefix_caching":
-            parsed = value.lower() in ("1", "true", "yes", "on")
+            if value.lower() not in _TRUE + _FALSE:
+                raise KvroofError(f"--compare {key.strip()}: expected one of "
+                                  f"{', '.join(_TRUE + _FALSE)}, got {value!r}")
+            parsed = value.lower() in _TRUE
         elif name in ("max_num_batched_tokens", "max_num_seqs", "kv_tokens", "aging_limit"):
             try:
                 parsed = int(value)

@@ -319,7 +319,7 @@ def model_from_hf_config(
         cfg = _Config(data, path, architecture)
     num_layers = cfg.integer("num_hidden_layers")
     # False is the default of every supported class but Gemma's
-    tie = cfg.data.get("tie_word_embeddings", architecture in _TIE_DEFAULT)
+    tie = cfg.flag("tie_word_embeddings", architecture in _TIE_DEFAULT)
     ffn = _ffn(cfg, num_layers)
     attention = _attention(cfg)
     weights = _weights(cfg, ffn["kind"] == "moe")
@@ -329,7 +329,7 @@ def model_from_hf_config(
         "num_layers": num_layers,
         "hidden_size": cfg.integer("hidden_size"),
         "vocab_size": _vocab(cfg),
-        "tie_word_embeddings": bool(tie),
+        "tie_word_embeddings": tie,
         "attention": attention,
         "ffn": ffn,
         "weights": weights,

@@ -43,6 +43,15 @@ class HFConfig:
     def optional_int(self, key: str, default: int | None = None) -> int | None:
         return self.integer(key) if self.has(key) else default
 
+    def flag(self, key: str, default: bool) -> bool:
+        """A true/false field (JSON ``true``/``false``), or ``default`` when absent."""
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise self.error(key, f"expected true or false, got {short_repr(value)}")
+        return value
+
     def optional_list(self, key: str) -> list[Any] | None:
         """A list field, or None when absent."""
         value = self.data.get(key)

@@ -285,6 +285,8 @@ def load_cases(folders: Iterable[str | Path] | None = None) -> list[CaseFile]:
     files: list[CaseFile] = []
     owner: dict[str, Path] = {}
     for folder in chosen:
+        if folder.is_file():
+            raise SpecError("is a file; give the folder that holds the case files", folder)
         if not folder.is_dir():
             raise SpecError("validation folder does not exist", folder)
         for path in sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")):

@@ -80,7 +80,10 @@ def _resolve(names: list[str]) -> dict[str, str]:
     """Canonical column -> the name used in the file; BadRecordError if ambiguous or incomplete."""
     lowered: dict[str, str] = {}
     for name in names:
-        lowered.setdefault(name.strip().lower(), name)
+        key = name.strip().lower()
+        if key in lowered and key:
+            raise BadRecordError(f"column {short_repr(name.strip())} appears twice; keep one")
+        lowered[key] = name
     found: dict[str, str] = {}
     for column, aliases in COLUMNS.items():
         present = [lowered[a] for a in aliases if a in lowered]
