@@ -240,6 +240,17 @@ def test_bad_numbers_exit_2_with_one_line(
     assert fragment in err, err
 
 
+def test_other_regime_holds_the_recomputed_tokens(capsys: pytest.CaptureFixture[str]) -> None:
+    """T = 9,000 on K = 100 with 256-token reuse blocks computes 9,100 tokens (the 100 cached
+    ones are not a whole block), more than the 8,192-token budget: the other regime's iteration
+    holds those 9,100 (it was refused as an --iteration-tokens the user never gave)."""
+    code, out, err = run(capsys, "ttft", *_LLAMA, "--new-tokens", "9000", "--cached-tokens",
+                         "100", "--reuse-block-tokens", "256", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["computed_tokens"] == 9100 and data["other_regime"]["iteration_tokens"] == 9100
+
+
 def test_numpy_warnings_are_errors(capsys: pytest.CaptureFixture[str]) -> None:
     """A numpy floating-point warning inside a command (here an exp overflowing at a link of
     1e-300 GB/s) ends it with one error line, exit 2, instead of a warning beside a figure."""

@@ -117,6 +117,9 @@ def moon(t: int, n: int, out: int = 5, ids: list[int] | None = None) -> dict[str
     ([moon(0, 100)], ["--compare", "prefix-caching=maybe"],
      r"--compare prefix-caching: expected one of 1, true, yes, on, 0, false, no, off, "
      r"got 'maybe'"),
+    # the flag given is named, against the other's default (it named --max-num-seqs)
+    ([moon(0, 100)], ["--max-num-batched-tokens", "1"],
+     r"--max-num-batched-tokens: 1 is below max_num_seqs \d+ \(vLLM's default\)"),
     # 100 million replicas ran on for minutes without a word
     ([moon(0, 100)], ["--replicas", "100000000"],
      r"--replicas: expected an integer from 0 to 4,096, got 100000000"),

@@ -35,7 +35,8 @@ def _add_regime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token-budget", type=token_flag(1), default=DEFAULT_TOKEN_BUDGET,
                         metavar="N",
                         help="tokens of a full iteration, for the other regime shown beside "
-                             f"the result (default {DEFAULT_TOKEN_BUDGET}, vLLM's)")
+                             f"the result (default {DEFAULT_TOKEN_BUDGET}, vLLM's; an iteration "
+                             "holds at least the request's own tokens)")
 
 
 def _add_output_flags(parser: argparse.ArgumentParser) -> None:
@@ -56,12 +57,16 @@ def regime_of(dep: Deployment) -> str:
     return "alone" if dep.iteration_tokens is None else "iteration"
 
 
-def other_regime(dep: Deployment, new_tokens: float, budget: float) -> Deployment:
+def other_regime(dep: Deployment, new_tokens: float, budget: float,
+                 cached_tokens: float = 0.0) -> Deployment:
     """The deployment in the regime ``dep`` is not in: alone if it is inside an iteration;
-    inside a full iteration of ``budget`` tokens (at least T) if it is alone."""
+    inside a full iteration of ``budget`` tokens if it is alone, or of the tokens the request
+    computes where they are more (T, plus the cached tokens that whole-block reuse recomputes:
+    an iteration holds at least its own request)."""
     if dep.iteration_tokens is not None:
         return dataclasses.replace(dep, iteration_tokens=None)
-    return dataclasses.replace(dep, iteration_tokens=max(budget, new_tokens))
+    computed, _ = reused_tokens(dep, float(new_tokens), float(cached_tokens))
+    return dataclasses.replace(dep, iteration_tokens=max(budget, computed))
 
 
 def _regime_text(dep: Deployment, new_tokens: float) -> str:
@@ -280,7 +285,7 @@ def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
     result = ttft(dep, new_tokens, cached_tokens, overlap)  # type: ignore[arg-type]
     run_t, run_k = reused_tokens(dep, float(new_tokens), float(cached_tokens))
     parts = compute_breakdown(dep, run_t, run_k)
-    other_dep = other_regime(dep, new_tokens, token_budget)
+    other_dep = other_regime(dep, new_tokens, token_budget, cached_tokens)
     other = ttft(other_dep, new_tokens, cached_tokens, overlap)  # type: ignore[arg-type]
     return {
         **_hardware(dep),
@@ -327,13 +332,14 @@ def run_ttft(args: argparse.Namespace) -> None:
         return format_quantity(report[key], Kind.TIME)
 
     other = report["other_regime"]
-    other_dep = other_regime(dep, args.new_tokens, args.token_budget)
+    other_dep = other_regime(dep, args.new_tokens, args.token_budget, args.cached_tokens)
     rows = [
         ["deployment", dep.label],
         ["engine", _engine_text(dep)],
         ["request", f"T = {args.new_tokens:g} new, K = {args.cached_tokens:g} cached "
                     f"(K/T = {report['kappa_ratio']:.4g})"],
     ]
+    computed = report["computed_tokens"]  # T, plus what whole-block reuse recomputes
     if report["loaded_tokens"] != args.cached_tokens:
         rows.append(["prefix reuse", f"{report['loaded_tokens']:g} tokens loaded in whole "
                                      f"{dep.reuse_block_tokens}-token blocks, "
@@ -343,7 +349,7 @@ def run_ttft(args: argparse.Namespace) -> None:
     print_table([
         *rows,
         ["overlap", report["overlap"]],
-        ["regime", _regime_text(dep, args.new_tokens)],
+        ["regime", _regime_text(dep, computed)],
         ["TTFT", seconds("ttft_s")],
         ["compute", f"{seconds('compute_s')} (FLOPs {seconds('flop_time_s')}, HBM reads "
                     f"{seconds('hbm_time_s')}, all-reduce {seconds('allreduce_s')})"],
@@ -353,7 +359,7 @@ def run_ttft(args: argparse.Namespace) -> None:
         ["transfer share of TTFT", f"{100 * report['transfer_share']:.1f} %"],
         ["bound", report["bound"]],
         ["other regime", f"TTFT {format_quantity(other['ttft_s'], Kind.TIME)}, "
-                         f"{other['bound']}-bound: {_regime_text(other_dep, args.new_tokens)}"],
+                         f"{other['bound']}-bound: {_regime_text(other_dep, computed)}"],
         ["achieved (per GPU)", format_quantity(report["achieved_flops"], Kind.COMPUTE)],
         ["compute utilization", f"{100 * report['compute_utilization']:.1f} %"],
         ["compute efficiency", f"{report['compute_efficiency']:.3g} "

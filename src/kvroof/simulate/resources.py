@@ -144,9 +144,17 @@ def replica_resources(dep: Deployment, settings: SimSettings,
     budget, seqs = vllm_batch_defaults(dep.accelerator.hbm_capacity, dep.accelerator.name)
     budget = settings.max_num_batched_tokens or budget
     seqs = settings.max_num_seqs or seqs
-    if seqs > budget:
-        raise KvroofError(f"max_num_seqs: {seqs} exceeds max_num_batched_tokens {budget} (every "
-                          "running sequence needs a token of the budget each iteration)")
+    if seqs > budget:  # name the setting that was given (the other is vLLM's default)
+        given_budget = settings.max_num_batched_tokens is not None
+        given_seqs = settings.max_num_seqs is not None
+        first, second = (("max_num_batched_tokens", "max_num_seqs") if given_budget
+                         and not given_seqs else ("max_num_seqs", "max_num_batched_tokens"))
+        default = " (vLLM's default)" if given_budget != given_seqs else ""
+        values = {"max_num_seqs": seqs, "max_num_batched_tokens": budget}
+        relation = "exceeds" if first == "max_num_seqs" else "is below"
+        raise KvroofError(f"{first}: {values[first]} {relation} {second} {values[second]}"
+                          f"{default} (every running sequence needs a token of the budget each "
+                          "iteration)")
     idle = dep.accelerator.idle_power
     if idle is None:
         idle = 0.0
