@@ -120,6 +120,12 @@ def moon(t: int, n: int, out: int = 5, ids: list[int] | None = None) -> dict[str
     # the flag given is named, against the other's default (it named --max-num-seqs)
     ([moon(0, 100)], ["--max-num-batched-tokens", "1"],
      r"--max-num-batched-tokens: 1 is below max_num_seqs \d+ \(vLLM's default\)"),
+    # flags for arrivals or a scheduler not in use were ignored without a word
+    ([moon(0, 100)], ["--burstiness", "3"], r"--burstiness: applies to --arrival gamma"),
+    ([moon(0, 100)], ["--arrival", "gamma"], r"--arrival: applies to open-loop arrivals at --rps"),
+    ([moon(0, 100)], ["--think-time", "1 s"], r"--think-time: applies to closed-loop --users"),
+    ([moon(0, 100)], ["--aging-limit", "3"],
+     r"--aging-limit: applies to the utilization-aware scheduler"),
     # 100 million replicas ran on for minutes without a word
     ([moon(0, 100)], ["--replicas", "100000000"],
      r"--replicas: expected an integer from 0 to 4,096, got 100000000"),

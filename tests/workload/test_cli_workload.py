@@ -129,6 +129,16 @@ def test_synth_jsonl(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
          "line 1: missing field 'timestamp'"),
         (["workload", "stats", str(SAMPLES / "mooncake_sample.jsonl"), "--lru-tokens", "-5"],
          "--lru-tokens must be >= 0"),
+        # a cache smaller than one block held nothing, said only in the source line
+        (["workload", "stats", str(SAMPLES / "mooncake_sample.jsonl"), "--lru-tokens", "100"],
+         "--lru-tokens 100 holds no whole 512-token block"),
+        # deployment flags without --model were ignored without a word
+        (["workload", "stats", str(SAMPLES / "sharegpt_sample.json"), "--tp", "8"],
+         "--tp: applies to the transfer-bound shares, which need --model"),
+        (["workload", "stats", str(SAMPLES / "sharegpt_sample.json"), "--mode", "paper"],
+         "--mode: applies to the transfer-bound shares"),
+        (["workload", "stats", str(SAMPLES / "sharegpt_sample.json"), "--engine", "vllm-9"],
+         "--engine: applies to the transfer-bound shares"),
         (["workload", "stats", str(SAMPLES / "sharegpt_sample.json"), "--tokenizer",
           "/nonexistent/tokenizer.json"], "no such tokenizer file"),
         (["workload", "stats", str(SAMPLES / "docqa_sample.jsonl"), "--no-cache-documents",

@@ -70,7 +70,9 @@ def test_lru_keeps_leading_blocks(write_jsonl: Writer) -> None:
 def test_zero_capacity_caches_nothing(write_jsonl: Writer) -> None:
     path = write_jsonl([req(0, 600, [1, 2]), req(1, 600, [1, 2])])
     assert load_mooncake(path, lru_tokens=0).cached_tokens.tolist() == [0, 0]
-    assert load_mooncake(path, lru_tokens=511).cached_tokens.tolist() == [0, 0]
+    # less than one block holds nothing: an error rather than a cache of size 0 in disguise
+    with pytest.raises(KvroofError, match="lru_tokens 511 holds no whole 512-token block"):
+        load_mooncake(path, lru_tokens=511)
 
 
 def test_block_size_option(write_jsonl: Writer) -> None:

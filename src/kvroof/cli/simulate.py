@@ -81,9 +81,9 @@ def register(commands: Any) -> None:
     arrivals = sim.add_argument_group("arrivals (default: the trace's own timestamps)")
     arrivals.add_argument("--rps", type=float, metavar="R",
                           help="open loop at R requests/s (Poisson unless --arrival gamma)")
-    arrivals.add_argument("--arrival", choices=("poisson", "gamma"), default="poisson",
+    arrivals.add_argument("--arrival", choices=("poisson", "gamma"), default=None,
                           help="arrival process with --rps (default poisson)")
-    arrivals.add_argument("--burstiness", type=float, default=1.0, metavar="CV",
+    arrivals.add_argument("--burstiness", type=float, default=None, metavar="CV",
                           help="gamma arrivals: coefficient of variation of the gaps (1 = "
                                "Poisson, more is burstier)")
     arrivals.add_argument("--time-scale", type=float, metavar="F",
@@ -91,7 +91,7 @@ def register(commands: Any) -> None:
     arrivals.add_argument("--users", type=int, metavar="N",
                           help="closed loop: N users, each sending its next request when the "
                                "previous one finishes")
-    arrivals.add_argument("--think-time", default="0 s", metavar="TIME",
+    arrivals.add_argument("--think-time", default=None, metavar="TIME",
                           help="closed loop: pause between a user's requests (default 0 s)")
     arrivals.add_argument("--output-tokens", metavar="SPEC",
                           help="output lengths instead of the trace's: N, exp:MEAN or "
@@ -168,7 +168,7 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--activation-reserve", metavar="BYTES",
                         help="HBM per GPU kept for activations beyond the memory-utilization "
                              "margin (default 0)")
-    engine.add_argument("--aging-limit", type=int, default=16, metavar="N",
+    engine.add_argument("--aging-limit", type=int, default=None, metavar="N",
                         help="utilization-aware: times a waiting request may be passed "
                              "(default 16)")
     engine.add_argument("--admission-backlog", default="1 s", metavar="TIME",
@@ -196,7 +196,8 @@ def _settings(args: argparse.Namespace) -> SimSettings:
             dram_cache=size("--dram-cache", args.dram_cache), tier=args.cache_tier,
             tier_cache=size("--cache-tier-size", args.cache_tier_size),
             activation_reserve=size("--activation-reserve", args.activation_reserve) or 0.0,
-            kv_tokens=args.kv_tokens, aging_limit=args.aging_limit,
+            kv_tokens=args.kv_tokens,
+            **({} if args.aging_limit is None else {"aging_limit": args.aging_limit}),
             admission_backlog=quantity_flag("--admission-backlog", args.admission_backlog,
                                             Kind.TIME) or 0.0,
             power_cap=quantity_flag("--power-cap", args.power_cap, Kind.POWER),
@@ -311,6 +312,21 @@ class _Bar:
             self.bar.done()
 
 
+def _check_arrival_flags(args: argparse.Namespace, variants: list[SimSettings]) -> None:
+    """A flag that does not apply to the arrivals or scheduler chosen is an error, not
+    silently ignored."""
+    if args.arrival is not None and args.rps is None:
+        raise KvroofError("--arrival: applies to open-loop arrivals at --rps")
+    if args.burstiness is not None and args.arrival != "gamma":
+        raise KvroofError("--burstiness: applies to --arrival gamma (Poisson gaps have a "
+                          "coefficient of variation of 1)")
+    if args.think_time is not None and args.users is None:
+        raise KvroofError("--think-time: applies to closed-loop --users")
+    if args.aging_limit is not None and all(v.scheduler == "fifo" for v in variants):
+        raise KvroofError("--aging-limit: applies to the utilization-aware scheduler (none of "
+                          "the runs uses it)")
+
+
 def run_simulate(args: argparse.Namespace) -> None:
     from kvroof.simulate.runner import prepare_trace, simulate
     from kvroof.workload.requests import MOONCAKE_SLICE, load_requests
@@ -323,6 +339,7 @@ def run_simulate(args: argparse.Namespace) -> None:
         from kvroof.outputs import check_output_folder
 
         check_output_folder(args.output, force=args.force, flag="-o")
+    _check_arrival_flags(args, variants)
     think = quantity_flag("--think-time", args.think_time, Kind.TIME) or 0.0
     path = args.trace or MOONCAKE_SLICE
     trace = load_requests(path, args.format, skip_bad=args.skip_bad)
@@ -333,8 +350,9 @@ def run_simulate(args: argparse.Namespace) -> None:
 
         trace = trace.take(np.arange(min(args.requests, len(trace))))
     try:
-        trace = prepare_trace(trace, rps=args.rps, arrival=args.arrival,
-                              burstiness=args.burstiness, time_scale=args.time_scale,
+        trace = prepare_trace(trace, rps=args.rps, arrival=args.arrival or "poisson",
+                              burstiness=1.0 if args.burstiness is None else args.burstiness,
+                              time_scale=args.time_scale,
                               output_tokens=args.output_tokens, seed=args.seed,
                               closed_loop=args.users is not None)
     except KvroofError as error:

@@ -137,9 +137,7 @@ def load_from_args(args: argparse.Namespace) -> Workload:
         if getattr(args, attribute):
             options[option] = value
             given.append(flag)
-    if args.lru_tokens is not None:
-        if args.lru_tokens < 0:
-            raise KvroofError(f"--lru-tokens must be >= 0, got {args.lru_tokens}")
+    if args.lru_tokens is not None:  # checked by the loader, its errors named by flag below
         options["lru_tokens"] = args.lru_tokens
         given.append("--lru-tokens")
     if args.tokenizer is not None:
@@ -154,7 +152,12 @@ def load_from_args(args: argparse.Namespace) -> Workload:
             )
     if fmt in ("sharegpt", "docqa"):
         options["tokenizer"] = token_counter(args.tokenizer)
-    return load_workload(args.file, fmt, **options)
+    try:
+        return load_workload(args.file, fmt, **options)
+    except KvroofError as error:
+        if str(error).startswith("lru_tokens "):
+            raise KvroofError("--lru-tokens" + str(error).removeprefix("lru_tokens")) from None
+        raise
 
 
 def stats_report(stats: WorkloadStats) -> dict[str, Any]:
@@ -203,13 +206,35 @@ def _heading(stats: WorkloadStats) -> list[str]:
     return lines
 
 
+def _given_deployment_flags(args: argparse.Namespace) -> list[str]:
+    """The deployment flags set to other than their defaults (the defaults read back from a
+    parser with the same flags and no arguments)."""
+    blank = argparse.ArgumentParser(add_help=False)
+    add_deployment_flags(blank, model_required=False)
+    defaults = vars(blank.parse_args([]))
+    return ["--" + dest.replace("_", "-") for dest, default in defaults.items()
+            if dest != "model" and getattr(args, dest, default) != default]
+
+
+def _check_no_deployment_flags(args: argparse.Namespace) -> None:
+    """Without --model there are no transfer-bound shares: a flag for them is an error, not
+    silently ignored."""
+    if args.model is not None:
+        return
+    given = _given_deployment_flags(args)
+    if args.mode != "both":
+        given.append("--mode")
+    if given or args.compare:
+        raise KvroofError(f"{(given or ['--compare'])[0]}: applies to the transfer-bound "
+                          "shares, which need --model (and --system or --accelerator)")
+
+
 def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list[BoundShares]:
     """Transfer-bound shares on the deployment the flags give (and each --compare system)."""
     from kvroof.analysis.workload.bound import Mode, compare_deployments
 
     if args.model is None:
-        if args.system or args.accelerator or args.compare:
-            raise KvroofError("--model is needed for transfer-bound shares")
+        _check_no_deployment_flags(args)
         return []
     from kvroof.cost.memory_fit import check_fit, fit_problem
 
@@ -266,6 +291,7 @@ def bound_rows(shares: list[BoundShares]) -> tuple[list[str], list[list[str]]]:
 def run_stats(args: argparse.Namespace) -> None:
     from kvroof.workload.stats import describe
 
+    _check_no_deployment_flags(args)  # before the file is read
     workload = load_from_args(args)
     stats = describe(workload)
     shares = bound_shares_from_args(args, workload)

@@ -110,6 +110,9 @@ def load_mooncake(
         raise KvroofError(f"block_tokens must be a positive integer, got {block_tokens!r}")
     if lru_tokens is not None and (isinstance(lru_tokens, bool) or lru_tokens < 0):
         raise KvroofError(f"lru_tokens must be >= 0 tokens, got {lru_tokens!r}")
+    if lru_tokens is not None and 0 < lru_tokens < block_tokens:
+        raise KvroofError(f"lru_tokens {lru_tokens:,} holds no whole {block_tokens}-token block "
+                          f"(0 for no cache, or at least {block_tokens})")
     file = Path(path)
     cache = PrefixCache(None if lru_tokens is None else lru_tokens // block_tokens)
     bad = BadRecords(file, skip_bad)
