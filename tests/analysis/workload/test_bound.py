@@ -101,7 +101,8 @@ def test_cli_stats_model_errors(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     table = tmp_path / "w.csv"
     table.write_text("new_tokens,cached_tokens\n16,4096\n")
     assert main(["workload", "stats", str(table), "--system", "dgx-h100"]) == 2
-    assert "--model is needed" in capsys.readouterr().err
+    assert "--system: applies to the transfer-bound shares, which need --model" in \
+        capsys.readouterr().err
     assert main(["workload", "stats", str(table), "--model", "qwen3-235b-a22b", "--system",
                  "dgx-h100", "--tp", "8", "--compare", "gh200"]) == 2
     assert "--compare gh200: --tp: 8 exceeds" in capsys.readouterr().err
