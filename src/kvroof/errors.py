@@ -72,11 +72,14 @@ class SpecError(KvroofError):
 class UnknownNameError(KvroofError, LookupError):
     """No spec of the requested kind has this name or alias; the message lists close names."""
 
-    def __init__(self, kind: str, name: str, suggestions: list[str]) -> None:
+    def __init__(self, kind: str, name: str, suggestions: list[str], skipped: int = 0) -> None:
         self.kind = kind
         self.name = name
         self.suggestions = suggestions
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        if skipped:  # the name may be in a file that could not be read
+            hint += (f" ({skipped} of your spec files {'was' if skipped == 1 else 'were'} "
+                     "skipped: see the warning above)")
         super().__init__(
             f"unknown {kind} {short_repr(name)}{hint} (`kvroof list {kind}s` lists them)")
 

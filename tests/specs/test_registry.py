@@ -231,3 +231,16 @@ def test_the_yaml_readers_still_import_from_userfiles() -> None:
     assert userfiles.YAML_LOADERS is yamlfiles.YAML_LOADERS
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         userfiles.nothing  # noqa: B018
+
+
+def test_unknown_name_mentions_skipped_files(tmp_path: Path) -> None:
+    """A name that may live in a user file the registry had to skip: the error says files were
+    skipped (it only suggested an unrelated built-in)."""
+    (tmp_path / "e.yaml").write_text("spec: engine\nname: my-eng\nfoo: [\n")
+    with pytest.warns(SpecWarning, match="skipped"):
+        reg = Registry([tmp_path], use_env=False)
+    with pytest.raises(UnknownNameError, match=r"1 of your spec files was skipped"):
+        reg.engine("my-eng")
+    with pytest.raises(UnknownNameError) as info:
+        Registry(use_env=False).engine("my-eng")
+    assert "skipped" not in str(info.value)

@@ -185,3 +185,15 @@ def test_missing_output_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]
         main(["workload", "synth", "sharegpt"])
     assert info.value.code == 2
     assert "-o/--output" in capsys.readouterr().err
+
+
+def test_an_error_is_the_only_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The approximate-token warning waits until the file has loaded: a bad record then prints
+    one line, not the warning first; a good file still warns."""
+    bad = tmp_path / "d.jsonl"
+    bad.write_text('{"doc_id": "a", "document": "hello", "question": "q", "answer_tokens": -4}\n')
+    code, out, err = run(capsys, "workload", "stats", str(bad))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "'answer_tokens' must be >= 0, got -4" in err
+    code, _, err = run(capsys, "workload", "stats", str(SAMPLES / "sharegpt_sample.json"))
+    assert code == 0 and "token counts are approximate" in err

@@ -152,12 +152,22 @@ def load_from_args(args: argparse.Namespace) -> Workload:
             )
     if fmt in ("sharegpt", "docqa"):
         options["tokenizer"] = token_counter(args.tokenizer)
-    try:
-        return load_workload(args.file, fmt, **options)
-    except KvroofError as error:
-        if str(error).startswith("lru_tokens "):
-            raise KvroofError("--lru-tokens" + str(error).removeprefix("lru_tokens")) from None
-        raise
+    import warnings
+
+    # held back until the file has loaded: an error is then the only line
+    with warnings.catch_warnings(record=True) as held:
+        warnings.simplefilter("always")
+        try:
+            workload = load_workload(args.file, fmt, **options)
+        except KvroofError as error:
+            if str(error).startswith("lru_tokens "):
+                raise KvroofError("--lru-tokens" + str(error).removeprefix("lru_tokens")) \
+                    from None
+            raise
+    for warning in held:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                               warning.lineno)
+    return workload
 
 
 def stats_report(stats: WorkloadStats) -> dict[str, Any]:

@@ -338,7 +338,7 @@ class Registry:
             suggestions = list(dict.fromkeys(by_key[c] for c in close))
             if not suggestions:
                 suggestions = [n for n in names if normalize_name(name) in normalize_name(n)][:4]
-            raise UnknownNameError(kind, name, suggestions)
+            raise UnknownNameError(kind, name, suggestions, skipped=len(self.problems))
         return found
 
     @overload
