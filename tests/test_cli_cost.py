@@ -59,7 +59,7 @@ def test_kappa_never_transfer_bound(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_kappa_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "kappa", "--model", "llama-3.1-70b", "--accelerator", "h100",
-                       "--tp", "4", "--kv-dtype", "fp8", "--mla", "absorbed")
+                       "--tp", "4", "--kv-dtype", "fp8")
     assert code == 0
     assert "kappa_crit" in out and "163.8 kB" in out  # fp8 halves 327,680 B
 
@@ -221,6 +221,19 @@ _LLAMA = ["--model", "llama-3.1-8b", "--accelerator", "h100"]
         # an overflow inside the model is an error, never NaN read as "never transfer-bound"
         (["kappa", *_LLAMA, "--latency", "1e300 s"],
          "kappa_crit: not computable for llama-3.1-8b"),
+        # paper mode has no T: a --new-tokens was ignored without a word
+        (["kappa", *_LLAMA, "--mode", "paper", "--new-tokens", "512"],
+         "--new-tokens: paper mode does not depend on it"),
+        (["kappa", *_LLAMA, "--mode", "paper", "--iteration-tokens", "8192"],
+         "--iteration-tokens: paper mode does not depend on it"),
+        # a layer-kind setting for a model without those layers was ignored without a word
+        (["kappa", *_LLAMA, "--mla", "absorbed"], "--mla: llama-3.1-8b has no MLA layers"),
+        (["kappa", *_LLAMA, "--mla-tp-load", "rank0-broadcast"],
+         "--mla-tp-load: llama-3.1-8b has no MLA layers"),
+        (["ttft", *_LLAMA, "--new-tokens", "5", "--cached-tokens", "6", "--sparse-load", "0.5"],
+         "--sparse-load: llama-3.1-8b has no DeepSeek Sparse Attention layers"),
+        (["kappa", *_LLAMA, "--local-kv", "all"],
+         "--local-kv: llama-3.1-8b has no sliding-window or chunked layers"),
         # a tier given twice kept the last value without a word
         (["ttft", "--model", "llama-3.1-8b", "--system", "dgx-h100", "--new-tokens", "5",
           "--cached-tokens", "6", "--tier", "local-nvme=0.5", "--tier", "local-nvme=0.6"],

@@ -148,6 +148,7 @@ def test_directory_path_reads_config_json(tmp_path: Path) -> None:
         # bool("no") is True: a string or list used to be taken for tied embeddings or not
         ({"tie_word_embeddings": "no"}, "tie_word_embeddings", "expected true or false, got 'no'"),
         ({"tie_word_embeddings": []}, "tie_word_embeddings", "expected true or false"),
+        ({"text_config": "x"}, "text_config", "expected a mapping of the text model's fields"),
     ],
 )
 def test_bad_configs(tmp_path: Path, change: dict[str, Any], field: str, fragment: str) -> None:

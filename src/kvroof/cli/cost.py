@@ -12,7 +12,12 @@ import numpy as np
 
 from kvroof.cli.commands import command_help
 from kvroof.cli.common import flat_record, print_csv, print_json, print_table, token_flag
-from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args, flag_error
+from kvroof.cli.deployment_flags import (
+    add_deployment_flags,
+    check_flags_apply,
+    deployment_from_args,
+    flag_error,
+)
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
@@ -86,7 +91,7 @@ def register(commands: Any) -> None:
     add_deployment_flags(kappa)
     kappa.add_argument("--mode", choices=("paper", "full"), default="full",
                        help="paper: 2 N_active / B_kv x BW / C; full: everything (default)")
-    kappa.add_argument("--new-tokens", type=token_flag(1), default=128.0, metavar="T",
+    kappa.add_argument("--new-tokens", type=token_flag(1), default=None, metavar="T",
                        help="new tokens T for full mode (default 128)")
     _add_regime_flags(kappa)
     _add_output_flags(kappa)
@@ -219,7 +224,16 @@ def _kappa_text(value: dict[str, Any]) -> str:
 
 
 def run_kappa(args: argparse.Namespace) -> None:
+    if args.mode == "paper":  # the paper's kappa_crit has no T and no iteration
+        for flag, value in (("--new-tokens", args.new_tokens),
+                            ("--iteration-tokens", args.iteration_tokens)):
+            if value is not None:
+                raise KvroofError(f"{flag}: paper mode does not depend on it (kappa_crit = "
+                                  "2 N_active / B_kv x BW / C); use --mode full")
+    if args.new_tokens is None:
+        args.new_tokens = 128.0
     dep = deployment_from_args(args)
+    check_flags_apply(args, dep)
     _fit_or_refuse(dep, strict=args.mode == "full")
     try:
         report = kappa_report(dep, args.mode, args.new_tokens, args.token_budget)
@@ -314,6 +328,7 @@ def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
 
 def run_ttft(args: argparse.Namespace) -> None:
     dep = deployment_from_args(args)
+    check_flags_apply(args, dep)
     try:
         _fit_or_refuse(dep, args.new_tokens + args.cached_tokens
                        if math.isfinite(args.new_tokens + args.cached_tokens) else None)

@@ -258,6 +258,27 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "sparse_load": "--sparse-load"}
 
 
+def check_flags_apply(args: argparse.Namespace, dep: Deployment) -> None:
+    """For a command about one model: a layer-kind flag given for a model without those layers
+    is an error, not silently ignored."""
+    from kvroof.cost.groups import layer_groups
+
+    model = dep.model
+    mla = model.attention.kind == "mla"
+    groups = layer_groups(model)
+    checks = (
+        ("--mla", args.mla is not None, mla, "MLA layers"),
+        ("--mla-tp-load", args.mla_tp_load is not None, mla, "MLA layers"),
+        ("--sparse-load", args.sparse_load != "all", any(g.kind == "sparse" for g in groups),
+         "DeepSeek Sparse Attention layers"),
+        ("--local-kv", args.local_kv != "held",
+         any(g.holds in ("window", "chunk") for g in groups), "sliding-window or chunked layers"),
+    )
+    for flag, given, applies, layers in checks:
+        if given and not applies:
+            raise KvroofError(f"{flag}: {model.name} has no {layers}")
+
+
 def flag_error(error: KvroofError) -> KvroofError:
     """The same error with a settings field name (``tier_fractions.x`` too) replaced by its
     flag."""

@@ -312,6 +312,9 @@ def model_from_hf_config(
             "architectures",
         )
     text = data.get("text_config")
+    if text is not None and not isinstance(text, Mapping):
+        raise SpecError(f"expected a mapping of the text model's fields, got {short_repr(text)}",
+                        path or "<config dict>", "text_config")
     if isinstance(text, Mapping):  # a vision-language wrapper: its text model
         merged = {key: value for key, value in data.items() if key != "text_config"} | dict(text)
         cfg = _Config(merged, path, architecture, "text_config.")
