@@ -122,6 +122,9 @@ def moon(t: int, n: int, out: int = 5, ids: list[int] | None = None) -> dict[str
      r"--max-num-batched-tokens: 1 is below max_num_seqs \d+ \(vLLM's default\)"),
     # flags for arrivals or a scheduler not in use were ignored without a word
     ([moon(0, 100)], ["--burstiness", "3"], r"--burstiness: applies to --arrival gamma"),
+    ([moon(0, 100)], ["--rps", "5", "--time-scale", "2"], r"--rps and --time-scale: give one"),
+    ([moon(0, 100)], ["--users", "4", "--rps", "5"],
+     r"--users: a closed loop sets its own arrivals; give no --rps or --time-scale"),
     ([moon(0, 100)], ["--arrival", "gamma"], r"--arrival: applies to open-loop arrivals at --rps"),
     ([moon(0, 100)], ["--think-time", "1 s"], r"--think-time: applies to closed-loop --users"),
     ([moon(0, 100)], ["--aging-limit", "3"],

@@ -315,6 +315,12 @@ class _Bar:
 def _check_arrival_flags(args: argparse.Namespace, variants: list[SimSettings]) -> None:
     """A flag that does not apply to the arrivals or scheduler chosen is an error, not
     silently ignored."""
+    if args.users is not None and (args.rps is not None or args.time_scale is not None):
+        raise KvroofError("--users: a closed loop sets its own arrivals; give no --rps or "
+                          "--time-scale")
+    if args.rps is not None and args.time_scale is not None:
+        raise KvroofError("--rps and --time-scale: give one (new arrivals at a rate, or the "
+                          "trace's own sped up)")
     if args.arrival is not None and args.rps is None:
         raise KvroofError("--arrival: applies to open-loop arrivals at --rps")
     if args.burstiness is not None and args.arrival != "gamma":

@@ -115,8 +115,8 @@ def replica_resources(dep: Deployment, settings: SimSettings,
         capacity = _host_capacity(dep)
         if capacity is None:
             dram_tokens = math.inf
-            notes.append("host DRAM cache unlimited (no system host memory known; give "
-                         "dram_cache)")
+            notes.append("host DRAM cache unlimited (no system host memory known; set "
+                         "dram_cache, --dram-cache on the command line)")
         else:
             dram_tokens = math.floor(capacity / host_per_token)
     tier_model = None
