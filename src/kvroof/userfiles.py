@@ -33,6 +33,7 @@ __all__ = [
     "ALIAS_NODE_BUDGET",
     "MAX_DEPTH",
     "YAML_LOADERS",
+    "DuplicateKeyError",
     "capped_lines",
     "check_depth",
     "format_size",
@@ -42,6 +43,7 @@ __all__ = [
     "load_yaml_text",
     "read_bytes_file",
     "read_text_file",
+    "unique_keys",
 ]
 
 MAX_DEPTH: Final = 32
@@ -135,16 +137,20 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> int | None:
     return None
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members (``json.loads``'s ``object_pairs_hook``); a key written twice
+    raises :class:`DuplicateKeyError` (``json`` alone keeps the last)."""
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise _DuplicateKeyError(key)
+            raise DuplicateKeyError(key)
         result[key] = value
     return result
 
 
-class _DuplicateKeyError(Exception):
+class DuplicateKeyError(Exception):
+    """A JSON object writes ``key`` twice."""
+
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self.key = key
@@ -156,11 +162,11 @@ def load_json_file(path: str | Path, max_bytes: int, what: str) -> Any:
     source = Path(path)
     text = read_text_file(source, max_bytes, what)
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates)
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as error:
         raise SpecError(f"not valid JSON ({error.msg} at line {error.lineno}, column "
                         f"{error.colno})", source) from None
-    except _DuplicateKeyError as error:
+    except DuplicateKeyError as error:
         raise SpecError("key written twice in one object", source, clip(error.key, 40)) from None
     except RecursionError:
         raise SpecError(f"nested deeper than {MAX_DEPTH} levels", source) from None

@@ -191,3 +191,17 @@ def test_tables_are_written_uncompressed(tmp_path: Path) -> None:
     table = load_table(SAMPLES / "table_sample.csv")
     with pytest.raises(KvroofError, match=r"kvroof writes uncompressed tables"):
         write_table(table, tmp_path / "t.csv.gz")
+
+
+def test_a_key_written_twice_is_a_bad_line(tmp_path: Path) -> None:
+    """JSON keeps the last of two equal keys; a trace line that writes one twice is refused
+    (skippable), as spec files and configs refuse it."""
+    from kvroof.workload.mooncake import load_mooncake
+
+    path = tmp_path / "m.jsonl"
+    good = '{"timestamp": 1, "input_length": 100, "output_length": 3, "hash_ids": [2]}\n'
+    path.write_text('{"timestamp": 0, "input_length": 100, "input_length": 5, '
+                    '"output_length": 3, "hash_ids": [1]}\n' + good)
+    with pytest.raises(KvroofError, match="line 1: key 'input_length' written twice"):
+        load_mooncake(path)
+    assert len(load_mooncake(path, skip_bad=True)) == 1

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, TextIO
 
 from kvroof.errors import KvroofError, short_repr
-from kvroof.userfiles import capped_lines, format_size
+from kvroof.userfiles import DuplicateKeyError, capped_lines, format_size, unique_keys
 
 __all__ = [
     "MAX_DECOMPRESSED_BYTES",
@@ -184,9 +184,12 @@ def lines(handle: TextIO, path: Path) -> Iterator[str]:
 
 
 def json_record(text: str) -> Any:
-    """``json.loads(text)``, with every way it can fail as a :class:`BadRecordError`."""
+    """``json.loads(text)``, with every way it can fail as a :class:`BadRecordError` (a key
+    written twice in an object too)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except DuplicateKeyError as error:
+        raise BadRecordError(f"key {short_repr(error.key)} written twice") from None
     except json.JSONDecodeError as error:
         raise BadRecordError(f"not valid JSON ({error.msg}, column {error.colno})") from None
     except RecursionError:
