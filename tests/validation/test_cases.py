@@ -198,3 +198,15 @@ cases:
 
 def test_builtin_folder_is_the_repository_one() -> None:
     assert builtin_validation_dir().name == "validation"
+
+
+def test_token_counts_are_whole(tmp_path: Path) -> None:
+    """T = 1024.5 was accepted and priced; a case's token counts are whole numbers."""
+    from kvroof.validation.cases import builtin_validation_dir
+
+    text = (builtin_validation_dir() / "agentic-kvc-h20.yaml").read_text()
+    assert "new_tokens: 1024\n" in text
+    path = write(tmp_path, text.replace("new_tokens: 1024\n", "new_tokens: 1024.5\n", 1))
+    with pytest.raises(SpecError, match=r"new_tokens: expected a whole number of tokens, got "
+                                        r"1024\.5"):
+        load_case_file(path)

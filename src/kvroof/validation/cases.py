@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Final, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.specs.base import Capacity, PositiveInt, SpecModel
@@ -90,6 +97,12 @@ class LeftOut(SpecModel):
     reason: Annotated[str, Field(min_length=1)]
 
 
+
+def _whole_tokens(value: float) -> float:
+    if value != int(value):
+        raise ValueError(f"expected a whole number of tokens, got {value:g}")
+    return value
+
 class Case(SpecModel):
     """One measured number and the conditions it was measured under (module docstring)."""
 
@@ -111,8 +124,8 @@ class Case(SpecModel):
     compute_dtype: _Dtype = "bf16"
     kv_dtype: _Dtype = "bf16"
     weight_dtype: _Dtype | None = None
-    new_tokens: Annotated[float, Field(ge=0)] | None = None
-    cached_tokens: Annotated[float, Field(ge=0)] | None = None
+    new_tokens: Annotated[float, Field(ge=0), AfterValidator(_whole_tokens)] | None = None
+    cached_tokens: Annotated[float, Field(ge=0), AfterValidator(_whole_tokens)] | None = None
     copy_size: Capacity | None = None
     copies: PositiveInt = 1
     direction: Literal["h2d", "d2h", "both"] = "h2d"
