@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kvroof.cost.kv import kv_bytes_per_token
 from kvroof.errors import SpecError
 from kvroof.specs.hf import model_from_hf_config
 from kvroof.specs.registry import Registry, SpecWarning
@@ -110,6 +111,23 @@ def test_mistral_class_defaults() -> None:
         assert model_from_hf_config(mistral | {"sliding_window": None}).sliding_window is None
     with pytest.warns(SpecWarning, match="head_dim missing"):
         assert model_from_hf_config(llama).sliding_window is None
+
+
+def test_sliding_window_only_where_the_class_reads_it() -> None:
+    """transformers' LlamaForCausalLM code never reads config.sliding_window (its modeling_llama
+    has no such name; MistralForCausalLM's passes it to attention): a Llama config that carries
+    one attends to the whole context, with a warning; the same key makes Mistral slide. (Every
+    layer became a 4,096-token window and the per-token KV bytes 0.)"""
+    llama = load("llama-3.1-8b") | {"sliding_window": 4096}
+    with pytest.warns(SpecWarning) as caught:
+        model = model_from_hf_config(llama)
+    assert any("sliding_window ignored: LlamaForCausalLM" in str(w.message) for w in caught)
+    # 32 layers x (K and V) x 8 KV heads x 128 dims x 2 bytes
+    assert model.sliding_window is None and kv_bytes_per_token(model) == 131_072
+    mistral = llama | {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}
+    with pytest.warns(SpecWarning, match="head_dim missing"):
+        window = model_from_hf_config(mistral).sliding_window
+    assert window is not None and window.size == 4096
 
 
 def test_mistral_7b_v03_has_no_window_v01_had_4096() -> None:

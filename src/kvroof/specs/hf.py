@@ -21,8 +21,10 @@ else from ``torch_dtype``; the embedding and LM head keep ``torch_dtype``.
 of the architecture's HuggingFace class (``hidden_size // num_attention_heads`` for Llama,
 Mistral, Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
 
-``sliding_window`` counts only where the class uses it: Qwen2/Qwen3 configs carry a window size
-next to ``use_sliding_window: false`` (no window), and a ``null`` window means none. A
+``sliding_window`` counts only where the class uses it (Mistral, Mixtral, Qwen2, Qwen3 and
+Qwen3-MoE; elsewhere, Llama for one, it is ignored with a warning, as HuggingFace ignores it):
+Qwen2/Qwen3 configs carry a window size next to ``use_sliding_window: false`` (no window), and a
+``null`` window means none. A
 MistralForCausalLM config that leaves the key out gets the class default of 4096 tokens on every
 layer (Mistral-7B-v0.1), with a warning; v0.2 and later write ``"sliding_window": null``.
 """
@@ -97,6 +99,13 @@ _HEAD_DIM_DEFAULT: Final[dict[str, int | None]] = {
 # HuggingFace class defaults for sliding_window when config.json leaves the key out (not when it
 # writes null): MistralConfig(sliding_window=4096). Other supported classes default to no window.
 _SLIDING_WINDOW_DEFAULT: Final[dict[str, int]] = {"MistralForCausalLM": 4096}
+# The classes (of those without per-layer kinds) whose HuggingFace modelling code reads
+# config.sliding_window (transformers 5.24 models/*/modeling_*.py: mistral, mixtral, qwen2,
+# qwen3, qwen3_moe pass it to attention; llama, deepseek_v2/v3, glm4_moe and minimax_m2 never
+# read it). Elsewhere a sliding_window key is ignored, as HuggingFace ignores it, with a warning.
+_SLIDING_WINDOW_CLASSES: Final = frozenset({"MistralForCausalLM", "MixtralForCausalLM",
+                                            "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                                            "Qwen3MoeForCausalLM"})
 
 
 def _read(config: Mapping[str, Any] | str | Path) -> tuple[Mapping[str, Any], Path | None]:
@@ -231,6 +240,14 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
         )
         return {"size": size, "period": 1, "offset": 0}
     if not cfg.has("sliding_window") or cfg.data.get("use_sliding_window") is False:
+        return None
+    if cfg.architecture not in _SLIDING_WINDOW_CLASSES:
+        warnings.warn(
+            f"{cfg.path or '<config dict>'}: sliding_window ignored: {cfg.architecture}'s "
+            "HuggingFace code does not use it (every layer attends to the whole context)",
+            SpecWarning,
+            stacklevel=4,
+        )
         return None
     if cfg.has("max_window_layers") and cfg.integer("max_window_layers") < num_layers:
         raise cfg.error("max_window_layers", "sliding window on only some layers is not supported")
