@@ -362,3 +362,20 @@ def test_largest_t_with_calibrated_efficiency_by_brute_force() -> None:
     finite = np.isfinite(np.asarray(kappa_crit(dep, scan).kappa_crit))
     assert finite.any()
     assert scan[finite].max() == pytest.approx(t_max, abs=1.0)
+
+
+def test_chunked_model_with_array_settings_brute_force() -> None:
+    """A chunked model (Llama 4 Scout) with the bandwidth swept as an array, at one T and on a
+    bandwidth x T grid: each point equals the scalar call (the root finder's residue batches
+    used to broadcast against T alone and fail on array settings: `plot what-if` crashed)."""
+    dep = deployment("llama-4-scout-17b-16e", system="hgx-h200", tp=8, registry=REG)
+    bandwidths = np.array([5e9, 20e9, 60e9])
+    ts = np.array([64.0, 128.0, 512.0])
+    swept = kappa_crit(dataclasses.replace(dep, bandwidth=bandwidths), 128.0).kappa_crit
+    grid = kappa_crit(dataclasses.replace(dep, bandwidth=bandwidths[:, None]), ts).kappa_crit
+    assert np.shape(swept) == (3,) and np.shape(grid) == (3, 3)
+    for i, bw in enumerate(bandwidths):
+        alone = dataclasses.replace(dep, bandwidth=float(bw))
+        assert swept[i] == kappa_crit(alone, 128.0).kappa_crit
+        for j, t in enumerate(ts):
+            assert grid[i, j] == kappa_crit(alone, float(t)).kappa_crit

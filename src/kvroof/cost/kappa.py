@@ -224,6 +224,12 @@ def _difference(dep: Deployment, t: Any, k: Any) -> Any:
     return x - c
 
 
+def _grid_shape(dep: Deployment, t: FloatArray) -> tuple[int, ...]:
+    """The shape of a result: T's broadcast with the deployment's array settings (a what-if
+    sweeps the bandwidth, say, at one T)."""
+    return np.broadcast_shapes(t.shape, np.shape(_difference(dep, t, 1.0)))
+
+
 def _pieces(dep: Deployment, t: Any, k1: Any = None,
             k2: Any = None) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     """(a, b, c, s): the transfer pieces ``a_j + b_j K`` (``K > 0``) and the compute roofs
@@ -388,14 +394,15 @@ def _chunk_tail(dep: Deployment, t: FloatArray, chunk: float, k0: FloatArray) ->
     count = int(chunk) if chunk <= _DENSE_CHUNK else _DENSE_CHUNK
     residues = np.unique(np.floor(np.linspace(0.0, chunk, count, endpoint=False)))
     base = math.floor(_far(k0) / chunk) * chunk
-    batch = max(1, (1 << 20) // max(1, t.size))
+    shape = _grid_shape(dep, t)  # T and any array settings: the residues go in front
+    batch = max(1, (1 << 20) // max(1, math.prod(shape)))
     never: Any = False
     last: Any = -np.inf
     for start in range(0, residues.size, batch):
-        r = residues[start:start + batch].reshape((-1,) + (1,) * t.ndim)
+        r = residues[start:start + batch].reshape((-1,) + (1,) * len(shape))
         a, b, c, s = _pieces(dep, t, base + r, 2 * base + r)
         never = np.logical_or(never, np.any(np.isinf(crossover_of_pieces(a, b, c, s)), axis=0))
-        found = _last_compute_bound(a, b, c, s, r + 0.0 * t, chunk)
+        found = _last_compute_bound(a, b, c, s, r + np.zeros(shape), chunk)
         last = np.maximum(last, np.max(np.where(found >= k0, found, -np.inf), axis=0))
     result: FloatArray = np.where(never, np.inf, last)
     return result
@@ -405,10 +412,11 @@ def _head_scan_dense(dep: Deployment, t: FloatArray, top: FloatArray) -> FloatAr
     """The last integer ``K`` in ``[1, top)`` at which prefill is compute-bound (-inf when
     none), token by token (a saw-tooth defeats a log grid)."""
     limit = float(np.max(top)) if top.size else 0.0
+    shape = _grid_shape(dep, t)
     if limit <= 1:
-        return np.full(t.shape, -np.inf)
+        return np.full(shape, -np.inf)
     step = max(1.0, math.ceil(limit / _DENSE_CHUNK))
-    ks = np.arange(1.0, limit, step).reshape((-1,) + (1,) * t.ndim)
+    ks = np.arange(1.0, limit, step).reshape((-1,) + (1,) * len(shape))
     below = (_difference(dep, t, ks) < 0) & (ks < top)
     found = below.any(axis=0)
     last = ks.shape[0] - 1 - np.argmax(below[::-1], axis=0)
