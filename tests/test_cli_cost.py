@@ -264,6 +264,12 @@ def test_other_regime_holds_the_recomputed_tokens(capsys: pytest.CaptureFixture[
     assert data["computed_tokens"] == 9100 and data["other_regime"]["iteration_tokens"] == 9100
 
 
+def test_minus_zero_cached_tokens_is_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--cached-tokens -0` is 0 (it printed "K = -0 cached")."""
+    code, out, err = run(capsys, "ttft", *_LLAMA, "--new-tokens", "16", "--cached-tokens", "-0")
+    assert code == 0 and "K = 0 cached (K/T = 0)" in out, err
+
+
 def test_numpy_warnings_are_errors(capsys: pytest.CaptureFixture[str]) -> None:
     """A numpy floating-point warning inside a command (here an exp overflowing at a link of
     1e-300 GB/s) ends it with one error line, exit 2, instead of a warning beside a figure."""

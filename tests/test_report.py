@@ -127,6 +127,11 @@ def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
         ("- a list\n", "expected a mapping"),
         # numbers: finite, in range, integers written as integers; each names its key
         ("new_tokens: .inf\n", "new_tokens: must be a finite number, got inf"),
+        # token counts are whole (a report of 128.5 new tokens was built)
+        ("new_tokens: 128.5\n", "new_tokens: expected a whole number of tokens, got 128.5"),
+        ("breakdown_tokens: [128, 100.5]\n",
+         "breakdown_tokens[1]: expected a whole number of tokens, got 100.5"),
+        ("token_budget: 8192.5\n", "token_budget: expected a whole number of tokens"),
         ("new_tokens: 1e400\n", "new_tokens: must be a finite number, got '1e400'"),
         ("new_tokens: 2e15\n",  # kvroof.cost.checks.MAX_TOKENS
          "new_tokens: Input should be less than or equal to 1000000000000000 (got '2e15')"),
@@ -245,7 +250,7 @@ def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
         (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--cached", "inf"],
          "--cached: expected positive finite numbers, got 'inf'"),
         (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
-          "1:inf"], "--requests: cached_tokens: must be finite"),
+          "1:inf"], "--requests: expected whole numbers of tokens, got '1:inf'"),
         # the cost model's limit (kvroof.cost.checks.MAX_TOKENS) under the flag's name
         (["plot", "overhead", "--model", "qwen3-32b", "--system", "dgx-h100", "--cached",
           "1e300"], "--cached: at most 1e+15 tokens"),
@@ -260,6 +265,8 @@ def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
         # a request computes at least one token (T = 0 broke the log axis with a warning)
         (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
           "0:100"], "--requests: request 0:100: T must be at least 1 token"),
+        (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
+          "1.5:100.5"], "--requests: expected whole numbers of tokens, got '1.5:100.5'"),
     ],
 )
 def test_cli_plot_bad_input(capsys: pytest.CaptureFixture[str], tmp_path: Path,

@@ -210,3 +210,7 @@ def test_token_counts_are_whole(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"new_tokens: expected a whole number of tokens, got "
                                         r"1024\.5"):
         load_case_file(path)
+    # infinity is no whole number either (it was an OverflowError traceback)
+    path = write(tmp_path, text.replace("new_tokens: 1024\n", "new_tokens: .inf\n", 1))
+    with pytest.raises(SpecError, match=r"new_tokens: expected a whole number of tokens, got inf"):
+        load_case_file(path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,7 +30,7 @@ def token_flag(at_least: int) -> Callable[[str], float]:
     one-line error naming the flag (argparse adds ``argument --new-tokens:``)."""
 
     def tokens(text: str) -> float:
-        from kvroof.cost.checks import MAX_TOKENS
+        from kvroof.cost.checks import MAX_TOKENS, is_whole_number
         from kvroof.errors import short_repr
 
         try:
@@ -39,14 +38,14 @@ def token_flag(at_least: int) -> Callable[[str], float]:
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"expected a whole number of tokens, got {short_repr(text)}") from None
-        if not math.isfinite(value) or value != math.floor(value):
+        if not is_whole_number(value):
             raise argparse.ArgumentTypeError(
                 f"expected a whole number of tokens, got {short_repr(text)}")
         if value < at_least:
             raise argparse.ArgumentTypeError(f"must be at least {at_least}, got {text}")
         if value > MAX_TOKENS:
             raise argparse.ArgumentTypeError(f"at most {MAX_TOKENS:.0e} tokens, got {text}")
-        return value
+        return value + 0.0  # -0 is 0
 
     return tokens
 

@@ -17,6 +17,7 @@ from kvroof.cli.deployment_flags import (
     flag_error,
     settings_from_args,
 )
+from kvroof.cost.checks import is_whole_number
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.timing import OVERLAP_MODES
 from kvroof.errors import KvroofError, short_repr
@@ -230,9 +231,14 @@ def _draw(args: argparse.Namespace) -> Any:
             for item in _items("--requests", args.requests, "T:K pairs"):
                 t, sep, k = item.partition(":")
                 try:
-                    requests.append((float(t), float(k)))
+                    pair = (float(t), float(k))
                 except ValueError:
                     sep = ""
+                else:
+                    if not (is_whole_number(pair[0]) and is_whole_number(pair[1])):
+                        raise KvroofError(f"--requests: expected whole numbers of tokens, got "
+                                          f"{short_repr(item)}")
+                    requests.append(pair)
                 if not sep:
                     raise KvroofError(f"--requests: expected T:K pairs, got {short_repr(item)}")
             try:

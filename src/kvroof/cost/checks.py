@@ -17,6 +17,7 @@ __all__ = [
     "FloatArray",
     "dtype_bytes",
     "efficiency",
+    "is_whole_number",
     "maximum",
     "minimum",
     "nonnegative",
@@ -25,6 +26,7 @@ __all__ = [
     "token_count",
     "token_value",
     "when_positive",
+    "whole_tokens",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -52,6 +54,20 @@ def nonnegative(name: str, value: ArrayLike) -> FloatArray:
 
 MAX_TOKENS = 1e15
 """Token counts above this are input errors (and would overflow the FLOP counts)."""
+
+
+def is_whole_number(value: float) -> bool:
+    """Whether ``value`` is a finite whole number: what a token count written by a user must be
+    (the cost functions themselves take any T and K, for smooth curves)."""
+    return math.isfinite(value) and float(value).is_integer()
+
+
+def whole_tokens(value: float) -> float:
+    """``value`` if it is a finite whole number, else a ValueError saying so (a validator for
+    token counts in user files: pydantic names the field)."""
+    if not is_whole_number(value):
+        raise ValueError(f"expected a whole number of tokens, got {value:g}")
+    return value
 
 
 def token_count(name: str, value: ArrayLike, *, at_least_one: bool = False) -> FloatArray:

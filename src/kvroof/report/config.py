@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -22,7 +23,7 @@ from pydantic import (
     field_validator,
 )
 
-from kvroof.cost.checks import MAX_TOKENS
+from kvroof.cost.checks import MAX_TOKENS, whole_tokens
 from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
@@ -59,8 +60,10 @@ def _finite(value: object) -> float:
 
 _Count = Annotated[int, Field(strict=True)]
 """An integer written as one (not 8.0, not true, not "8")."""
-_Tokens = Annotated[float, BeforeValidator(_finite), Field(gt=0, le=MAX_TOKENS)]
-_CachedTokens = Annotated[float, BeforeValidator(_finite), Field(ge=0, le=MAX_TOKENS)]
+_Tokens = Annotated[float, BeforeValidator(_finite), Field(gt=0, le=MAX_TOKENS),
+                    AfterValidator(whole_tokens)]
+_CachedTokens = Annotated[float, BeforeValidator(_finite), Field(ge=0, le=MAX_TOKENS),
+                          AfterValidator(whole_tokens)]
 _Efficiency = Annotated[float, BeforeValidator(_finite), Field(gt=0, le=1)]
 
 
@@ -185,8 +188,8 @@ class ReportConfig(_Strict):
     regime_systems: list[str] = Field(default_factory=lambda: ["dgx-h100", "gh200"])
     """Systems of the two-regime kappa-vs-T figure (each model at TP ``tp``, or 1 on a system
     with fewer GPUs); a model that does not fit is said so."""
-    token_budget: Annotated[float, BeforeValidator(_finite),
-                            Field(ge=1, le=MAX_TOKENS)] = 8192.0
+    token_budget: Annotated[float, BeforeValidator(_finite), Field(ge=1, le=MAX_TOKENS),
+                            AfterValidator(whole_tokens)] = 8192.0
     """Tokens of a full iteration (the busy regime): vLLM's max_num_batched_tokens."""
     testbed: str = "paper-testbed"
     new_tokens: _Tokens = 128.0

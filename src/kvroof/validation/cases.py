@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from kvroof.cost.checks import whole_tokens
 from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.specs.base import Capacity, PositiveInt, SpecModel
 from kvroof.specs.loader import validation_message
@@ -97,12 +98,6 @@ class LeftOut(SpecModel):
     reason: Annotated[str, Field(min_length=1)]
 
 
-
-def _whole_tokens(value: float) -> float:
-    if value != int(value):
-        raise ValueError(f"expected a whole number of tokens, got {value:g}")
-    return value
-
 class Case(SpecModel):
     """One measured number and the conditions it was measured under (module docstring)."""
 
@@ -124,8 +119,8 @@ class Case(SpecModel):
     compute_dtype: _Dtype = "bf16"
     kv_dtype: _Dtype = "bf16"
     weight_dtype: _Dtype | None = None
-    new_tokens: Annotated[float, Field(ge=0), AfterValidator(_whole_tokens)] | None = None
-    cached_tokens: Annotated[float, Field(ge=0), AfterValidator(_whole_tokens)] | None = None
+    new_tokens: Annotated[float, Field(ge=0), AfterValidator(whole_tokens)] | None = None
+    cached_tokens: Annotated[float, Field(ge=0), AfterValidator(whole_tokens)] | None = None
     copy_size: Capacity | None = None
     copies: PositiveInt = 1
     direction: Literal["h2d", "d2h", "both"] = "h2d"
