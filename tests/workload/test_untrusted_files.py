@@ -205,3 +205,12 @@ def test_a_key_written_twice_is_a_bad_line(tmp_path: Path) -> None:
     with pytest.raises(KvroofError, match="line 1: key 'input_length' written twice"):
         load_mooncake(path)
     assert len(load_mooncake(path, skip_bad=True)) == 1
+
+
+def test_a_key_written_twice_in_a_sharegpt_array(tmp_path: Path) -> None:
+    """The streamed ShareGPT list refuses a key written twice as its JSON Lines form does."""
+    path = tmp_path / "s.json"
+    path.write_text('[{"id": "a", "conversations": [{"from": "human", "value": "hello there", '
+                    '"value": "x"}]}]')
+    with pytest.raises(KvroofError, match="conversation 0: key 'value' written twice"):
+        load_workload(path)

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvroof.errors import KvroofError
+from kvroof.errors import KvroofError, short_repr
+from kvroof.userfiles import DuplicateKeyError, unique_keys
 from kvroof.workload import reading
 
 __all__ = ["CHUNK_CHARS", "iter_json_array"]
@@ -44,7 +45,7 @@ class _Reader:
         self.pos = 0
         self.offset = 0  # characters of the file before self.buffer
         self.eof = False
-        self.decoder = json.JSONDecoder()
+        self.decoder = json.JSONDecoder(object_pairs_hook=unique_keys)
 
     def more(self) -> bool:
         """Read another chunk (at least as long as the buffer); False at the end of file."""
@@ -100,6 +101,11 @@ class _Reader:
                 raise KvroofError(
                     f"{self.path}: {self.what} {index}: not valid JSON ({error.msg} at "
                     f"character {self.offset + error.pos}); a broken array cannot be skipped"
+                ) from None
+            except DuplicateKeyError as error:  # json alone keeps the last value
+                raise KvroofError(
+                    f"{self.path}: {self.what} {index}: key {short_repr(error.key)} written "
+                    "twice; a broken array cannot be skipped"
                 ) from None
             except RecursionError:
                 raise KvroofError(
