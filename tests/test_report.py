@@ -265,6 +265,9 @@ def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
         # a request computes at least one token (T = 0 broke the log axis with a warning)
         (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
           "0:100"], "--requests: request 0:100: T must be at least 1 token"),
+        # a layer-kind setting that applies to none of the plotted models
+        (["plot", "ceilings", "--model", "llama-3.1-8b", "--system", "gh200", "--mla",
+          "absorbed"], "--mla: llama-3.1-8b has no MLA layers"),
         (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
           "1.5:100.5"], "--requests: expected whole numbers of tokens, got '1.5:100.5'"),
     ],

@@ -258,25 +258,33 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "sparse_load": "--sparse-load"}
 
 
-def check_flags_apply(args: argparse.Namespace, dep: Deployment) -> None:
-    """For a command about one model: a layer-kind flag given for a model without those layers
-    is an error, not silently ignored."""
+def check_flags_apply(args: argparse.Namespace, deps: Deployment | list[Deployment]) -> None:
+    """A layer-kind flag given where no model of the command has those layers is an error,
+    not silently ignored (with several models it must apply to one of them)."""
     from kvroof.cost.groups import layer_groups
 
-    model = dep.model
-    mla = model.attention.kind == "mla"
-    groups = layer_groups(model)
+    models = [d.model for d in (deps if isinstance(deps, list) else [deps])]
+    if not models:
+        return
+    groups = {m.name: layer_groups(m) for m in models}
+
+    def mla(name: str) -> bool:
+        return next(m for m in models if m.name == name).attention.kind == "mla"
+
     checks = (
         ("--mla", args.mla is not None, mla, "MLA layers"),
         ("--mla-tp-load", args.mla_tp_load is not None, mla, "MLA layers"),
-        ("--sparse-load", args.sparse_load != "all", any(g.kind == "sparse" for g in groups),
-         "DeepSeek Sparse Attention layers"),
+        ("--sparse-load", args.sparse_load != "all",
+         lambda n: any(g.kind == "sparse" for g in groups[n]), "DeepSeek Sparse Attention layers"),
         ("--local-kv", args.local_kv != "held",
-         any(g.holds in ("window", "chunk") for g in groups), "sliding-window or chunked layers"),
+         lambda n: any(g.holds in ("window", "chunk") for g in groups[n]),
+         "sliding-window or chunked layers"),
     )
+    names = " or ".join(dict.fromkeys(m.name for m in models))
     for flag, given, applies, layers in checks:
-        if given and not applies:
-            raise KvroofError(f"{flag}: {model.name} has no {layers}")
+        if given and not any(applies(m.name) for m in models):
+            raise KvroofError(f"{flag}: {names} {'has' if len(models) == 1 else 'have'} no "
+                              f"{layers}")
 
 
 def flag_error(error: KvroofError) -> KvroofError:

@@ -13,6 +13,7 @@ from kvroof.cli.commands import command_help
 from kvroof.cli.common import CommandError, registry_from_args, token_flag
 from kvroof.cli.deployment_flags import (
     add_deployment_flags,
+    check_flags_apply,
     deployment_from_args,
     flag_error,
     settings_from_args,
@@ -140,8 +141,10 @@ def _models(args: argparse.Namespace, default: list[str]) -> list[str]:
 
 
 def _deployments(args: argparse.Namespace, **overrides: Any) -> list[Deployment]:
-    return [deployment_from_args(args, model, **overrides)
+    deps = [deployment_from_args(args, model, **overrides)
             for model in _models(args, ["qwen3-235b-a22b"])]
+    check_flags_apply(args, deps)
+    return deps
 
 
 def _output(args: argparse.Namespace) -> Path:

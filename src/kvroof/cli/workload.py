@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from kvroof.cli.commands import command_help
 from kvroof.cli.common import flat_record, print_csv, print_json, print_table
-from kvroof.cli.deployment_flags import add_deployment_flags, deployment_from_args
+from kvroof.cli.deployment_flags import (
+    add_deployment_flags,
+    check_flags_apply,
+    deployment_from_args,
+    flag_error,
+)
 from kvroof.errors import KvroofError, short_repr
 
 if TYPE_CHECKING:
@@ -152,22 +157,12 @@ def load_from_args(args: argparse.Namespace) -> Workload:
             )
     if fmt in ("sharegpt", "docqa"):
         options["tokenizer"] = token_counter(args.tokenizer)
-    import warnings
-
-    # held back until the file has loaded: an error is then the only line
-    with warnings.catch_warnings(record=True) as held:
-        warnings.simplefilter("always")
-        try:
-            workload = load_workload(args.file, fmt, **options)
-        except KvroofError as error:
-            if str(error).startswith("lru_tokens "):
-                raise KvroofError("--lru-tokens" + str(error).removeprefix("lru_tokens")) \
-                    from None
-            raise
-    for warning in held:
-        warnings.warn_explicit(warning.message, warning.category, warning.filename,
-                               warning.lineno)
-    return workload
+    try:
+        return load_workload(args.file, fmt, **options)
+    except KvroofError as error:
+        if str(error).startswith("lru_tokens "):
+            raise KvroofError("--lru-tokens" + str(error).removeprefix("lru_tokens")) from None
+        raise
 
 
 def stats_report(stats: WorkloadStats) -> dict[str, Any]:
@@ -222,14 +217,17 @@ def _given_deployment_flags(args: argparse.Namespace) -> list[str]:
     blank = argparse.ArgumentParser(add_help=False)
     add_deployment_flags(blank, model_required=False)
     defaults = vars(blank.parse_args([]))
-    return ["--" + dest.replace("_", "-") for dest, default in defaults.items()
+    return [("--no-" if getattr(args, dest) is False else "--") + dest.replace("_", "-")
+            for dest, default in defaults.items()
             if dest != "model" and getattr(args, dest, default) != default]
 
 
 def _check_no_deployment_flags(args: argparse.Namespace) -> None:
     """Without --model there are no transfer-bound shares: a flag for them is an error, not
-    silently ignored."""
+    silently ignored; with it, hardware is needed (both checked before the file is read)."""
     if args.model is not None:
+        if args.system is None and args.accelerator is None:
+            raise KvroofError("--model: transfer-bound shares need --system or --accelerator")
         return
     given = _given_deployment_flags(args)
     if args.mode != "both":
@@ -271,8 +269,12 @@ def bound_shares_from_args(args: argparse.Namespace, workload: Workload) -> list
                           stacklevel=2)
             continue
         deployments.append(compared)
+    check_flags_apply(args, deployments)
     modes: list[Mode] = ["paper", "full"] if args.mode == "both" else [args.mode]
-    return compare_deployments(workload, deployments, modes)
+    try:
+        return compare_deployments(workload, deployments, modes)
+    except KvroofError as error:
+        raise flag_error(error) from None
 
 
 def _percent(value: float) -> str:
@@ -299,12 +301,21 @@ def bound_rows(shares: list[BoundShares]) -> tuple[list[str], list[list[str]]]:
 
 
 def run_stats(args: argparse.Namespace) -> None:
+    from kvroof.cli import NUMERIC_WARNINGS
     from kvroof.workload.stats import describe
 
     _check_no_deployment_flags(args)  # before the file is read
-    workload = load_from_args(args)
-    stats = describe(workload)
-    shares = bound_shares_from_args(args, workload)
+    # warnings (approximate token counts, systems left out) wait until the work is done: an
+    # error is then the only line
+    with warnings.catch_warnings(record=True) as held:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("error", message=NUMERIC_WARNINGS, category=RuntimeWarning)
+        workload = load_from_args(args)
+        stats = describe(workload)
+        shares = bound_shares_from_args(args, workload)
+    for warning in held:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                               warning.lineno)
     if args.json:
         report = stats_report(stats)
         if shares:
