@@ -122,11 +122,14 @@ def moon(t: int, n: int, out: int = 5, ids: list[int] | None = None) -> dict[str
      r"--max-num-batched-tokens: 1 is below max_num_seqs \d+ \(vLLM's default\)"),
     # flags for arrivals or a scheduler not in use were ignored without a word
     ([moon(0, 100)], ["--burstiness", "3"], r"--burstiness: applies to --arrival gamma"),
-    ([moon(0, 100)], ["--rps", "5", "--time-scale", "2"], r"--rps and --time-scale: give one"),
+    ([moon(0, 100)], ["--rps", "5", "--time-scale", "2"],
+     r"--rps: give --rps or --time-scale, not both"),
     ([moon(0, 100)], ["--users", "4", "--rps", "5"],
      r"--users: a closed loop sets its own arrivals; give no --rps or --time-scale"),
     ([moon(0, 100)], ["--arrival", "gamma"], r"--arrival: applies to open-loop arrivals at --rps"),
-    ([moon(0, 100)], ["--think-time", "1 s"], r"--think-time: applies to closed-loop --users"),
+    ([moon(0, 100)], ["--think-time", "1 s"], r"--think-time: applies to a closed loop of --users"),
+    ([moon(0, 100)], ["--compare", "aging-limit=3"],
+     r"--compare aging-limit=3: aging-limit applies to the utilization-aware scheduler"),
     ([moon(0, 100)], ["--aging-limit", "3"],
      r"--aging-limit: applies to the utilization-aware scheduler"),
     # 100 million replicas ran on for minutes without a word
@@ -220,7 +223,12 @@ def test_sweep_on_a_dask_cluster(capsys: pytest.CaptureFixture[str], tmp_path: P
     # 100 million replicas ran on without a word
     ("  replicas: [100000000]",
      r"sweep.yaml: grid.replicas: expected an integer from 1 to 4,096, got 100000000"),
-    ("  tp: [3]", r"sweep.yaml: grid point 0 \(rps=2, scheduler=fifo, tp=3\): tp: 3 does not"),
+    # TP came from both hardware (SYSTEM:TP) and the grid; the grid's won without a word
+    ("  tp: [3]", r"sweep.yaml: grid.tp: give TP with the hardware, SYSTEM:TP"),
+    ("deployment: {tp: 4}", r"sweep.yaml: deployment.tp: give TP with the hardware"),
+    # settings without effect on the runs, as on the command line
+    ("  burstiness: [3]", r"grid point 0 \(rps=2, scheduler=fifo, burstiness=3\): "
+                          r"burstiness: applies to gamma arrivals"),
     ("bogus_key: 1", r"sweep.yaml: bogus_key: unknown key"),
     ("  load_mode: [eventually]", r"load_mode: expected one of sync, async, layerwise"),
     ("  dram_cache: ['12 parsecs']", r"dram_cache: "),
@@ -260,3 +268,20 @@ def test_replica_limit_in_the_library() -> None:
     trace = prepare_trace(table_trace([10], [0], 1), rps=1.0)
     with pytest.raises(KvroofError, match="replicas: at most 4,096, got 4,097"):
         simulate(trace, [dep] * (MAX_REPLICAS + 1), SimSettings())
+
+
+def test_sweep_aging_limit_without_its_scheduler(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    """An aging limit with no utilization-aware run is an error; beside a grid of schedulers
+    it is the utilization-aware points' setting and stays."""
+    config = tmp_path / "sweep.yaml"
+    config.write_text("model: llama-3.1-70b\nhardware: paper-testbed:8\n"
+                      "simulation: {aging_limit: 2}\narrivals: {requests: 20}\n")
+    code, _, err = run(capsys, "sweep", str(config), "--quiet")
+    assert code == 2 and err.count("\n") == 1
+    assert "aging_limit: applies to the utilization-aware scheduler" in err, err
+    config.write_text("model: llama-3.1-70b\nhardware: paper-testbed:8\n"
+                      "simulation: {aging_limit: 2}\narrivals: {requests: 20, rps: 5}\n"
+                      "grid: {scheduler: [fifo, utilization-aware]}\n")
+    code, _, err = run(capsys, "sweep", str(config), "--quiet", "--json")
+    assert code == 0, err

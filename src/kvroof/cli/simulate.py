@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -314,23 +315,22 @@ class _Bar:
 
 def _check_arrival_flags(args: argparse.Namespace, variants: list[SimSettings]) -> None:
     """A flag that does not apply to the arrivals or scheduler chosen is an error, not
-    silently ignored."""
-    if args.users is not None and (args.rps is not None or args.time_scale is not None):
-        raise KvroofError("--users: a closed loop sets its own arrivals; give no --rps or "
-                          "--time-scale")
-    if args.rps is not None and args.time_scale is not None:
-        raise KvroofError("--rps and --time-scale: give one (new arrivals at a rate, or the "
-                          "trace's own sped up)")
-    if args.arrival is not None and args.rps is None:
-        raise KvroofError("--arrival: applies to open-loop arrivals at --rps")
-    if args.burstiness is not None and args.arrival != "gamma":
-        raise KvroofError("--burstiness: applies to --arrival gamma (Poisson gaps have a "
-                          "coefficient of variation of 1)")
-    if args.think_time is not None and args.users is None:
-        raise KvroofError("--think-time: applies to closed-loop --users")
-    if args.aging_limit is not None and all(v.scheduler == "fifo" for v in variants):
-        raise KvroofError("--aging-limit: applies to the utilization-aware scheduler (none of "
-                          "the runs uses it)")
+    silently ignored (:func:`kvroof.simulate.runner.check_applies`, named by flag)."""
+    from kvroof.simulate.runner import check_applies
+
+    names = ("rps", "arrival", "burstiness", "time_scale", "users", "think_time", "aging_limit")
+    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    for variant in variants[1:]:  # a --compare that sets the aging limit
+        if variant.aging_limit != variants[0].aging_limit and variant.scheduler == "fifo":
+            raise KvroofError(f"--compare {variant.label}: aging-limit applies to the "
+                              "utilization-aware scheduler")
+    try:
+        check_applies(given, [v.scheduler for v in variants])
+    except KvroofError as error:
+        message = str(error).replace("gamma arrivals", "arrival gamma")
+        for name in names:
+            message = re.sub(rf"\b{name}\b", "--" + name.replace("_", "-"), message)
+        raise KvroofError(message) from None
 
 
 def run_simulate(args: argparse.Namespace) -> None:

@@ -20,7 +20,7 @@ import gc
 import heapq
 import math
 import time as wallclock
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -40,10 +40,33 @@ from kvroof.units import Kind, format_quantity
 from kvroof.workload.arrivals import gamma_times, output_lengths, poisson_times, scale_times
 from kvroof.workload.requests import RequestTrace
 
-__all__ = ["Progress", "prepare_trace", "simulate"]
+__all__ = ["Progress", "check_applies", "prepare_trace", "simulate"]
 
 Progress = Callable[[float, float], None]
 """Called now and then with (share of requests done, simulated seconds)."""
+
+
+def check_applies(given: Mapping[str, Any], schedulers: Sequence[str]) -> None:
+    """Arrival and scheduler settings that the rest leaves without effect are errors, not
+    ignored: ``given`` holds the arrival settings given (``rps``, ``arrival``, ``burstiness``,
+    ``time_scale``, ``users``, ``think_time``, ``aging_limit``), ``schedulers`` those of the
+    runs. Each error starts with the setting's name."""
+    if "users" in given and ("rps" in given or "time_scale" in given):
+        raise KvroofError("users: a closed loop sets its own arrivals; give no rps or "
+                          "time_scale")
+    if "rps" in given and "time_scale" in given:
+        raise KvroofError("rps: give rps or time_scale, not both (new arrivals at a rate, or "
+                          "the trace's own sped up)")
+    if "arrival" in given and "rps" not in given:
+        raise KvroofError("arrival: applies to open-loop arrivals at rps")
+    if "burstiness" in given and given.get("arrival") != "gamma":
+        raise KvroofError("burstiness: applies to gamma arrivals (Poisson gaps have a "
+                          "coefficient of variation of 1)")
+    if "think_time" in given and "users" not in given:
+        raise KvroofError("think_time: applies to a closed loop of users")
+    if "aging_limit" in given and "utilization-aware" not in schedulers:
+        raise KvroofError("aging_limit: applies to the utilization-aware scheduler (none of "
+                          "the runs uses it)")
 
 
 def prepare_trace(

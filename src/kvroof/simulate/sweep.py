@@ -48,9 +48,9 @@ ARRIVAL_KEYS = ("rps", "arrival", "burstiness", "time_scale", "output_tokens", "
                 "think_time", "requests")
 SETTING_KEYS = tuple(f.name for f in fields(SimSettings) if f.name != "label")
 DEPLOYMENT_KEYS = tuple(f.name for f in fields(Deployment)
-                        if f.name not in ("model", "accelerator", "link", "system"))
-"""Settings of a point's deployments (its model and hardware come from ``model`` and
-``hardware``)."""
+                        if f.name not in ("model", "accelerator", "link", "system", "tp"))
+"""Settings of a point's deployments (its model, hardware and TP come from ``model`` and
+``hardware``, ``SYSTEM:TP``)."""
 _UNITS: dict[str, Kind] = {"dram_cache": Kind.CAPACITY, "tier_cache": Kind.CAPACITY,
                            "activation_reserve": Kind.CAPACITY, "power_cap": Kind.POWER,
                            "slo_ttft": Kind.TIME, "slo_tpot": Kind.TIME,
@@ -127,6 +127,10 @@ def load_sweep_config(path: str | Path) -> SweepConfig:
 def points(config: SweepConfig, spec_paths: Sequence[str] = ()) -> list[SweepPoint]:
     """Every combination of the grid, in order (the last key varies fastest)."""
     keys = list(config.grid)
+    for section, names in (("deployment", config.deployment), ("grid", config.grid)):
+        if "tp" in names:
+            raise KvroofError(f"{section}.tp: give TP with the hardware, SYSTEM:TP (a grid of "
+                              "TPs: grid: {hardware: [paper-testbed:4, paper-testbed:8]})")
     for key in config.deployment:
         if key not in DEPLOYMENT_KEYS:
             raise KvroofError(f"deployment.{key}: unknown key (allowed: "
@@ -189,6 +193,7 @@ def _build(point: SweepPoint) -> tuple[list[Any], SimSettings, dict[str, Any]]:
     """The point's deployments (fit checked), settings and arrivals, or a KvroofError."""
     from kvroof.cost.deployment import deployment
     from kvroof.cost.memory_fit import check_fit
+    from kvroof.simulate.runner import check_applies
     from kvroof.specs.registry import Registry, default_registry
 
     registry = Registry(list(point.spec_paths)) if point.spec_paths else default_registry()
@@ -212,6 +217,10 @@ def _build(point: SweepPoint) -> tuple[list[Any], SimSettings, dict[str, Any]]:
             check_fit(dep)
             deps += [dep] * point.replicas
         arrivals = {k: _value(k, v) for k, v in point.arrivals.items()}
+        given = dict(arrivals)
+        if "aging_limit" in point.simulation and "scheduler" not in point.grid:
+            given["aging_limit"] = settings.aging_limit  # a grid of schedulers may need it
+        check_applies(given, [settings.scheduler])
     except KvroofError as error:
         raise KvroofError(f"grid point {point.index} ({where}): {error}") from None
     return deps, settings, arrivals
