@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -270,18 +271,16 @@ def test_minus_zero_cached_tokens_is_zero(capsys: pytest.CaptureFixture[str]) ->
     assert code == 0 and "K = 0 cached (K/T = 0)" in out, err
 
 
-def test_numpy_warnings_are_errors(capsys: pytest.CaptureFixture[str]) -> None:
+def test_numpy_warnings_are_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """A numpy floating-point warning inside a command (here an exp overflowing at a link of
-    1e-300 GB/s) ends it with one error line, exit 2, instead of a warning beside a figure."""
-    import kvroof.cli as cli
-
+    1e-300 GB/s) ends it with one error line, exit 2, and no figure, instead of a warning
+    beside a figure."""
+    target = tmp_path / "c.png"
     code, out, err = run(capsys, "plot", "ceilings", *_LLAMA, "--bandwidth", "1e-300 GB/s",
-                         "-o", "never-written.png")
+                         "-o", str(target))
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert "out of the range kvroof can compute with (overflow encountered" in err
-    import re
-
-    assert re.match(cli.NUMERIC_WARNINGS, "divide by zero encountered in divide")
+    assert not target.exists()
 
 
 def test_family_settings_flags(capsys: pytest.CaptureFixture[str]) -> None:

@@ -265,6 +265,13 @@ def test_cli_plot_writes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
         # a request computes at least one token (T = 0 broke the log axis with a warning)
         (["plot", "ceilings", "--model", "qwen3-32b", "--system", "dgx-h100", "--requests",
           "0:100"], "--requests: request 0:100: T must be at least 1 token"),
+        # paper mode has no T (the figure was drawn the same whatever --new-tokens said)
+        (["plot", "roofline", "--mode", "paper", "--new-tokens", "4096"],
+         "--new-tokens: paper mode does not depend on it"),
+        # the figure runs T to 16,384: the error names the flag (it named iteration_tokens)
+        (["plot", "kappa-vs-t", "--model", "qwen3-235b-a22b", "--system", "dgx-h100", "--tp",
+          "8", "--iteration-tokens", "8192"],
+         "--iteration-tokens: 8192.0 is fewer than the request's new tokens T (max 16384)"),
         # a layer-kind setting that applies to none of the plotted models
         (["plot", "ceilings", "--model", "llama-3.1-8b", "--system", "gh200", "--mla",
           "absorbed"], "--mla: llama-3.1-8b has no MLA layers"),

@@ -78,8 +78,8 @@ class UnknownNameError(KvroofError, LookupError):
         self.suggestions = suggestions
         hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
         if skipped:  # the name may be in a file that could not be read
-            hint += (f" ({skipped} of your spec files {'was' if skipped == 1 else 'were'} "
-                     "skipped: see the warning above)")
+            hint += (f" ({skipped} of your spec files or folders could not be read: see the "
+                     f"warning{'' if skipped == 1 else 's'} above)")
         super().__init__(
             f"unknown {kind} {short_repr(name)}{hint} (`kvroof list {kind}s` lists them)")
 

@@ -119,7 +119,7 @@ def moon(t: int, n: int, out: int = 5, ids: list[int] | None = None) -> dict[str
      r"got 'maybe'"),
     # the flag given is named, against the other's default (it named --max-num-seqs)
     ([moon(0, 100)], ["--max-num-batched-tokens", "1"],
-     r"--max-num-batched-tokens: 1 is below max_num_seqs \d+ \(vLLM's default\)"),
+     r"--max-num-batched-tokens: 1 is below --max-num-seqs \d+ \(vLLM's default\)"),
     # flags for arrivals or a scheduler not in use were ignored without a word
     ([moon(0, 100)], ["--burstiness", "3"], r"--burstiness: applies to --arrival gamma"),
     ([moon(0, 100)], ["--rps", "5", "--time-scale", "2"],
@@ -285,3 +285,12 @@ def test_sweep_aging_limit_without_its_scheduler(capsys: pytest.CaptureFixture[s
                       "grid: {scheduler: [fifo, utilization-aware]}\n")
     code, _, err = run(capsys, "sweep", str(config), "--quiet", "--json")
     assert code == 0, err
+
+
+def test_sweep_flag_errors_name_the_flag_not_the_file(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path) -> None:
+    """--jobs 0 is the flag's error: the config file is not put in front of it."""
+    config = tmp_path / "sweep.yaml"
+    config.write_text(SWEEP.format(extra=""))
+    code, _, err = run(capsys, "sweep", str(config), "--jobs", "0")
+    assert code == 2 and err == "kvroof: error: --jobs: expected a positive integer, got 0\n"

@@ -239,7 +239,8 @@ def test_unknown_name_mentions_skipped_files(tmp_path: Path) -> None:
     (tmp_path / "e.yaml").write_text("spec: engine\nname: my-eng\nfoo: [\n")
     with pytest.warns(SpecWarning, match="skipped"):
         reg = Registry([tmp_path], use_env=False)
-    with pytest.raises(UnknownNameError, match=r"1 of your spec files was skipped"):
+    with pytest.raises(UnknownNameError, match=r"1 of your spec files or folders could not be "
+                                               r"read: see the warning above"):
         reg.engine("my-eng")
     with pytest.raises(UnknownNameError) as info:
         Registry(use_env=False).engine("my-eng")

@@ -84,7 +84,8 @@ def register(commands: Any) -> None:
                           help="an accelerator on a link (repeatable; default A100, H100, B200 "
                                "on PCIe 4 and 5)")
     roofline.add_argument("--mode", choices=("paper", "full"), default="full")
-    roofline.add_argument("--new-tokens", type=token_flag(1), default=128.0, metavar="T")
+    roofline.add_argument("--new-tokens", type=token_flag(1), default=None, metavar="T",
+                          help="new tokens T for full mode (default 128)")
     roofline.add_argument("--y", choices=("flops", "tokens"), default="flops",
                           help="y axis: FLOP/s or new tokens/s per GPU")
     roofline.add_argument("--no-workloads", action="store_true",
@@ -200,6 +201,10 @@ def _draw(args: argparse.Namespace) -> Any:
                 raise KvroofError(
                     f"--hardware: expected ACCELERATOR:LINK, got {short_repr(item)}")
             pairs.append((accelerator, link))
+        if args.mode == "paper" and args.new_tokens is not None:
+            raise KvroofError("--new-tokens: paper mode does not depend on it (kappa_crit = "
+                              "2 N_active / B_kv x BW / C); use --mode full")
+        new_tokens = 128.0 if args.new_tokens is None else args.new_tokens
         registry = registry_from_args(args)
         hardware: list[plot.roofline.Hardware] = list(pairs)
         if args.system:
@@ -214,7 +219,7 @@ def _draw(args: argparse.Namespace) -> Any:
             figure = plot.offload_roofline_figure(
                 _models(args, ["qwen3-235b-a22b", "deepseek-v3"]),
                 hardware or plot.roofline.DEFAULT_HARDWARE,
-                mode=args.mode, new_tokens=args.new_tokens, y=args.y,
+                mode=args.mode, new_tokens=new_tokens, y=args.y,
                 workload_medians=None if args.no_workloads else plot.roofline.WORKLOAD_MEDIANS,
                 registry=registry, **settings_from_args(args),
             )
@@ -252,7 +257,10 @@ def _draw(args: argparse.Namespace) -> Any:
     if args.figure == "kappa-vs-t":
         tps = _int_list("--tps", args.tps) if args.tps is not None else [args.tp]
         deps = [d for tp in tps for d in _deployments(args, tp=tp)]
-        return plot.kappa_vs_t_figure(deps)
+        try:
+            return plot.kappa_vs_t_figure(deps)
+        except KvroofError as error:  # --iteration-tokens below the T plotted, say
+            raise flag_error(error) from None
     if args.figure == "overhead":
         dep = _deployments(args)[0]
         cached, new = _float_list("--cached", args.cached), _float_list("--new", args.new)

@@ -59,7 +59,10 @@ def _named(error: KvroofError) -> KvroofError:
     message = str(error)
     for name, flag in sorted(_FLAGS.items(), key=lambda item: -len(item[0])):
         if message.startswith(name + ":"):
-            return KvroofError(flag + message[len(name):])
+            rest = message[len(name):]
+            for other in ("max_num_batched_tokens", "max_num_seqs"):  # named in the text too
+                rest = rest.replace(f"the {other} ", f"{_FLAGS[other]} ")
+            return KvroofError(flag + rest)
     return flag_error(error)
 
 
@@ -544,6 +547,8 @@ def run_sweep_command(args: argparse.Namespace) -> None:
         rows = run_sweep(config, jobs=args.jobs, dask=args.dask, progress=progress,
                          spec_paths=list(getattr(args, "spec_path", []) or []))
     except KvroofError as error:  # a grid point's settings: name the file they came from
+        if str(error).startswith("--"):  # a flag's (--jobs, --dask), not the file's
+            raise
         raise KvroofError(f"{args.config}: {error}") from None
     if bar is not None:
         bar.done()

@@ -152,7 +152,7 @@ def replica_resources(dep: Deployment, settings: SimSettings,
         default = " (vLLM's default)" if given_budget != given_seqs else ""
         values = {"max_num_seqs": seqs, "max_num_batched_tokens": budget}
         relation = "exceeds" if first == "max_num_seqs" else "is below"
-        raise KvroofError(f"{first}: {values[first]} {relation} {second} {values[second]}"
+        raise KvroofError(f"{first}: {values[first]} {relation} the {second} {values[second]}"
                           f"{default} (every running sequence needs a token of the budget each "
                           "iteration)")
     idle = dep.accelerator.idle_power
