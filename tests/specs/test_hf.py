@@ -130,6 +130,22 @@ def test_sliding_window_only_where_the_class_reads_it() -> None:
     assert window is not None and window.size == 4096
 
 
+def test_qwen_slides_only_with_use_sliding_window() -> None:
+    """transformers' Qwen3Config (configuration_qwen3.py, 5.24): use_sliding_window defaults to
+    False, and layer i slides only when i >= max_window_layers (default 28). So a window size
+    alone slides nothing (it used to put a window on every layer), max_window_layers >= the
+    36 layers of Qwen3-8B slides nothing, 0 slides every layer, and a split is refused."""
+    base = load("qwen3-8b") | {"sliding_window": 4096}
+    base.pop("use_sliding_window", None)
+    assert model_from_hf_config(base).sliding_window is None
+    on = base | {"use_sliding_window": True}
+    assert model_from_hf_config(on | {"max_window_layers": 36}).sliding_window is None
+    window = model_from_hf_config(on | {"max_window_layers": 0}).sliding_window
+    assert window is not None and window.size == 4096
+    with pytest.raises(SpecError, match="sliding window on only some layers"):
+        model_from_hf_config(on | {"max_window_layers": 28})
+
+
 def test_mistral_7b_v03_has_no_window_v01_had_4096() -> None:
     """Mistral-7B-v0.3 writes "sliding_window": null (no window, the registry's choice); v0.1
     wrote 4096, which slides on every layer."""

@@ -22,9 +22,10 @@ of the architecture's HuggingFace class (``hidden_size // num_attention_heads`` 
 Mistral, Mixtral and Qwen2; 128 for Qwen3; 64 for gpt-oss) and warns that it did.
 
 ``sliding_window`` counts only where the class uses it (Mistral, Mixtral, Qwen2, Qwen3 and
-Qwen3-MoE; elsewhere, Llama for one, it is ignored with a warning, as HuggingFace ignores it):
-Qwen2/Qwen3 configs carry a window size next to ``use_sliding_window: false`` (no window), and a
-``null`` window means none. A
+Qwen3-MoE; elsewhere, Llama for one, it is ignored with a warning, as HuggingFace ignores it).
+The Qwen classes slide only with ``use_sliding_window: true`` (their default is false), and then
+only layers from ``max_window_layers`` (default 28) on: none when it is at least the layer
+count, every layer when it is 0, and a split is refused. A ``null`` window means none. A
 MistralForCausalLM config that leaves the key out gets the class default of 4096 tokens on every
 layer (Mistral-7B-v0.1), with a warning; v0.2 and later write ``"sliding_window": null``.
 """
@@ -106,6 +107,10 @@ _SLIDING_WINDOW_DEFAULT: Final[dict[str, int]] = {"MistralForCausalLM": 4096}
 _SLIDING_WINDOW_CLASSES: Final = frozenset({"MistralForCausalLM", "MixtralForCausalLM",
                                             "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                                             "Qwen3MoeForCausalLM"})
+# ... of which these slide only with use_sliding_window: true (Qwen2Config, Qwen3Config and
+# Qwen3MoeConfig default it to False and then set sliding_window to None)
+_USE_SLIDING_WINDOW: Final = frozenset({"Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                                        "Qwen3MoeForCausalLM"})
 
 
 def _read(config: Mapping[str, Any] | str | Path) -> tuple[Mapping[str, Any], Path | None]:
@@ -241,6 +246,18 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
         return {"size": size, "period": 1, "offset": 0}
     if not cfg.has("sliding_window") or cfg.data.get("use_sliding_window") is False:
         return None
+    if cfg.architecture in _USE_SLIDING_WINDOW:
+        if cfg.data.get("use_sliding_window") is not True:
+            return None  # the class default, use_sliding_window False
+        # layer i slides when i >= max_window_layers (default 28; Qwen2Config, Qwen3Config)
+        first = cfg.optional_int("max_window_layers", 28)
+        assert first is not None
+        if first >= num_layers:
+            return None
+        if first > 0:
+            raise cfg.error("max_window_layers", "sliding window on only some layers is not "
+                                                 "supported")
+        return {"size": cfg.integer("sliding_window"), "period": 1, "offset": 0}
     if cfg.architecture not in _SLIDING_WINDOW_CLASSES:
         warnings.warn(
             f"{cfg.path or '<config dict>'}: sliding_window ignored: {cfg.architecture}'s "
@@ -249,8 +266,6 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
             stacklevel=4,
         )
         return None
-    if cfg.has("max_window_layers") and cfg.integer("max_window_layers") < num_layers:
-        raise cfg.error("max_window_layers", "sliding window on only some layers is not supported")
     return {"size": cfg.integer("sliding_window"), "period": 1, "offset": 0}
 
 
