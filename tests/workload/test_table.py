@@ -150,3 +150,13 @@ def test_absurd_token_count_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(KvroofError) as info:
         load_table(path)
     assert "line 2" in str(info.value) and "at most" in str(info.value)
+
+
+def test_jsonl_token_counts_are_json_numbers(write_jsonl: Writer) -> None:
+    """A JSON Lines table writes numbers as JSON numbers (CSV cells are text by nature); "5"
+    was read as 5, where a Mooncake trace refuses it."""
+    path = write_jsonl([{"new_tokens": "5", "cached_tokens": 10}])
+    with pytest.raises(KvroofError, match=r"line 1: 'new_tokens' must be a number, got string "
+                                          r"'5'"):
+        load_table(path)
+    assert load_table(write_jsonl([{"new_tokens": 5, "cached_tokens": 10}])).new_tokens[0] == 5

@@ -110,10 +110,16 @@ class _Rows:
         self.synthetic = False
         self.names: set[str] = set()
 
-    def add(self, row: dict[str, Any], columns: dict[str, str]) -> None:
+    def add(self, row: dict[str, Any], columns: dict[str, str], text: bool = True) -> None:
+        """``text``: the cells are CSV text (numbers written as text); JSON Lines values
+        carry their own types, and a token count there must be a JSON number."""
         def cell(column: str) -> Any:
             key = columns.get(column)
-            return None if key is None else row.get(key)
+            value = None if key is None else row.get(key)
+            if not text and column.endswith("_tokens") and isinstance(value, str):
+                raise BadRecordError(f"{column!r} must be a number, got string "
+                                     f"{short_repr(value)}")
+            return value
 
         new = _count("new_tokens", cell("new_tokens"), required=True)
         cached = _count("cached_tokens", cell("cached_tokens"), required=True)
@@ -240,7 +246,7 @@ def load_table(
     else:
         for lineno, record in iter_json_lines(file, bad):
             try:
-                parsed.add(record, _resolve(list(record)))
+                parsed.add(record, _resolve(list(record)), text=False)
             except BadRecordError as error:
                 bad.reject(f"line {lineno}", str(error))
     bad.finish(len(parsed.builder))
