@@ -227,6 +227,8 @@ _LLAMA = ["--model", "llama-3.1-8b", "--accelerator", "h100"]
          "--new-tokens: paper mode does not depend on it"),
         (["kappa", *_LLAMA, "--mode", "paper", "--iteration-tokens", "8192"],
          "--iteration-tokens: paper mode does not depend on it"),
+        (["kappa", *_LLAMA, "--mode", "paper", "--token-budget", "4096"],
+         "--token-budget: paper mode does not depend on it"),
         # a layer-kind setting for a model without those layers was ignored without a word
         (["kappa", *_LLAMA, "--mla", "absorbed"], "--mla: llama-3.1-8b has no MLA layers"),
         (["kappa", *_LLAMA, "--mla-tp-load", "rank0-broadcast"],

@@ -37,7 +37,7 @@ DEFAULT_TOKEN_BUDGET = 8192
 
 
 def _add_regime_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--token-budget", type=token_flag(1), default=DEFAULT_TOKEN_BUDGET,
+    parser.add_argument("--token-budget", type=token_flag(1), default=None,
                         metavar="N",
                         help="tokens of a full iteration, for the other regime shown beside "
                              f"the result (default {DEFAULT_TOKEN_BUDGET}, vLLM's; an iteration "
@@ -226,12 +226,15 @@ def _kappa_text(value: dict[str, Any]) -> str:
 def run_kappa(args: argparse.Namespace) -> None:
     if args.mode == "paper":  # the paper's kappa_crit has no T and no iteration
         for flag, value in (("--new-tokens", args.new_tokens),
-                            ("--iteration-tokens", args.iteration_tokens)):
+                            ("--iteration-tokens", args.iteration_tokens),
+                            ("--token-budget", args.token_budget)):
             if value is not None:
                 raise KvroofError(f"{flag}: paper mode does not depend on it (kappa_crit = "
                                   "2 N_active / B_kv x BW / C); use --mode full")
     if args.new_tokens is None:
         args.new_tokens = 128.0
+    if args.token_budget is None:
+        args.token_budget = float(DEFAULT_TOKEN_BUDGET)
     dep = deployment_from_args(args)
     check_flags_apply(args, dep)
     _fit_or_refuse(dep, strict=args.mode == "full")
@@ -327,6 +330,8 @@ def ttft_report(dep: Deployment, new_tokens: float, cached_tokens: float,
 
 
 def run_ttft(args: argparse.Namespace) -> None:
+    if args.token_budget is None:
+        args.token_budget = float(DEFAULT_TOKEN_BUDGET)
     dep = deployment_from_args(args)
     check_flags_apply(args, dep)
     try:
