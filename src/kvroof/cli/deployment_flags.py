@@ -263,28 +263,22 @@ def check_flags_apply(args: argparse.Namespace, deps: Deployment | list[Deployme
     not silently ignored (with several models it must apply to one of them)."""
     from kvroof.cost.groups import layer_groups
 
-    models = [d.model for d in (deps if isinstance(deps, list) else [deps])]
-    if not models:
-        return
-    groups = {m.name: layer_groups(m) for m in models}
-
-    def mla(name: str) -> bool:
-        return next(m for m in models if m.name == name).attention.kind == "mla"
-
+    models = {d.model.name: d.model for d in (deps if isinstance(deps, list) else [deps])}
+    present: set[str] = set()  # the layer kinds of any model: mla, sparse, local (window/chunk)
+    for model in models.values():
+        present |= {"mla"} if model.attention.kind == "mla" else set()
+        for group in layer_groups(model):
+            present |= {group.kind} | ({"local"} if group.holds in ("window", "chunk") else set())
     checks = (
-        ("--mla", args.mla is not None, mla, "MLA layers"),
-        ("--mla-tp-load", args.mla_tp_load is not None, mla, "MLA layers"),
-        ("--sparse-load", args.sparse_load != "all",
-         lambda n: any(g.kind == "sparse" for g in groups[n]), "DeepSeek Sparse Attention layers"),
-        ("--local-kv", args.local_kv != "held",
-         lambda n: any(g.holds in ("window", "chunk") for g in groups[n]),
-         "sliding-window or chunked layers"),
+        ("--mla", args.mla is not None, "mla", "MLA layers"),
+        ("--mla-tp-load", args.mla_tp_load is not None, "mla", "MLA layers"),
+        ("--sparse-load", args.sparse_load != "all", "sparse", "DeepSeek Sparse Attention layers"),
+        ("--local-kv", args.local_kv != "held", "local", "sliding-window or chunked layers"),
     )
-    names = " or ".join(dict.fromkeys(m.name for m in models))
-    for flag, given, applies, layers in checks:
-        if given and not any(applies(m.name) for m in models):
-            raise KvroofError(f"{flag}: {names} {'has' if len(models) == 1 else 'have'} no "
-                              f"{layers}")
+    for flag, given, kind, layers in checks:
+        if models and given and kind not in present:
+            raise KvroofError(f"{flag}: {' or '.join(models)} "
+                              f"{'has' if len(models) == 1 else 'have'} no {layers}")
 
 
 def flag_error(error: KvroofError) -> KvroofError:
