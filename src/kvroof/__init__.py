@@ -14,7 +14,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from kvroof._version import __version__
 
 _EXPORTS: dict[str, str] = {
     "Accelerator": "kvroof.specs.hardware",

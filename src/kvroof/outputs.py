@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from types import FrameType
 from typing import Final
 
-from kvroof import __version__
+from kvroof._version import __version__
 from kvroof.errors import KvroofError, SpecError
 
 __all__ = [

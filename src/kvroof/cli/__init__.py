@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from kvroof import __version__
+from kvroof._version import __version__
 from kvroof.cli.commands import COMMANDS
 from kvroof.errors import CommandError, KvroofError
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from kvroof import __version__
+from kvroof._version import __version__
 from kvroof.errors import KvroofError
 
 __all__ = [

@@ -35,7 +35,7 @@ from typing import (
     get_type_hints,
 )
 
-from kvroof import __version__
+from kvroof._version import __version__
 from kvroof.errors import KvroofError, SpecError, clip, short_repr
 from kvroof.jsonsafe import json_safe
 from kvroof.userfiles import capped_lines, load_json_file
