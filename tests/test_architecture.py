@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "kvroof"
 # docs/architecture.md says what each layer owns; keep the two in step.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("kvroof._version", "kvroof.errors", "kvroof.units", "kvroof.jsonsafe", "kvroof.display"),
-    ("kvroof.files", "kvroof.outputs"),
+    ("kvroof.files", "kvroof.userfiles", "kvroof.yamlfiles", "kvroof.outputs"),
     ("kvroof.specs", "kvroof.lookup"),
     ("kvroof.kernels",),
     ("kvroof.cost",),

@@ -150,7 +150,7 @@ def _safe_relative(name: object) -> str | None:
 def read_marker(folder: str | Path) -> list[str] | None:
     """The files the marker in ``folder`` lists, or None when there is no valid marker (the
     marker is read as untrusted input: small, JSON, plain relative paths only)."""
-    from kvroof.userfiles import read_bytes_file
+    from kvroof.files.reading import read_bytes_file
 
     try:
         raw = read_bytes_file(Path(folder) / MARKER, _MAX_MARKER_BYTES, "kvroof's marker files")

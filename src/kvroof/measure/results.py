@@ -12,7 +12,7 @@ Each benchmark writes two files into the output folder:
 bad or incomplete file gives one :class:`ResultsError` line naming the file and the row. The
 files are read as untrusted input: at most :data:`MAX_ROWS` rows of at most
 :data:`MAX_LINE_CHARS` characters, a header of at most :data:`MAX_HEADER_BYTES` (with the
-limits of :func:`kvroof.userfiles.load_json_file`).
+limits of :func:`kvroof.files.reading.load_json_file`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import (
 from kvroof._version import __version__
 from kvroof.errors import KvroofError, SpecError, clip, short_repr
 from kvroof.jsonsafe import json_safe
-from kvroof.userfiles import capped_lines, load_json_file
+from kvroof.files.reading import capped_lines, load_json_file
 
 __all__ = [
     "BENCHMARKS",

@@ -27,7 +27,7 @@ from kvroof.cost.checks import MAX_TOKENS, whole_tokens
 from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
-from kvroof.yamlfiles import load_yaml_file
+from kvroof.files.yaml_reading import load_yaml_file
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -372,7 +372,7 @@ class ReportConfig(_Strict):
 
 def load_report_config(path: str | Path, registry: Registry) -> ReportConfig:
     """Read a report config YAML; errors name the file and the key. The file is read with the
-    limits of :mod:`kvroof.userfiles` (at most :data:`MAX_CONFIG_BYTES`, UTF-8, bounded
+    limits of :mod:`kvroof.files.reading` (at most :data:`MAX_CONFIG_BYTES`, UTF-8, bounded
     nesting and YAML aliases, no key written twice)."""
     source = Path(path)
     data = load_yaml_file(source, MAX_CONFIG_BYTES, "report configs")

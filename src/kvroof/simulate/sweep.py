@@ -108,7 +108,7 @@ def _value(key: str, value: Any) -> Any:
 def load_sweep_config(path: str | Path) -> SweepConfig:
     """Read a sweep config; errors name the file and the key."""
     from kvroof.specs.loader import validation_message
-    from kvroof.yamlfiles import load_yaml_file
+    from kvroof.files.yaml_reading import load_yaml_file
 
     source = Path(path)
     data = load_yaml_file(source, MAX_CONFIG_BYTES, "sweep configs")

@@ -49,7 +49,7 @@ def survives_json(value: Any) -> bool:
 
 def _read(files: list[BuiltinFile], max_bytes: int) -> list[tuple[str, bytes]] | None:
     from kvroof.errors import SpecError
-    from kvroof.userfiles import read_bytes_file
+    from kvroof.files.reading import read_bytes_file
 
     try:
         return [(name, read_bytes_file(path, max_bytes, "spec files")) for name, path in files]
@@ -77,7 +77,7 @@ def cached_data(files: list[BuiltinFile], max_bytes: int) -> dict[str, Any] | No
 
 def write_cache(files: list[BuiltinFile], max_bytes: int, target: Path = CACHE_FILE) -> Path:
     """Parse every file's YAML and write the copy (a temporary file renamed into place)."""
-    from kvroof.yamlfiles import load_packaged_yaml
+    from kvroof.files.yaml_reading import load_packaged_yaml
 
     contents = _read(files, max_bytes)
     if contents is None:

@@ -44,7 +44,7 @@ from kvroof.specs.hf_layers import GEMMA3, GEMMA4, LLAMA4, QWEN_LINEAR, layer_fi
 from kvroof.specs.loader import validate_spec
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import SpecWarning
-from kvroof.userfiles import load_json_file
+from kvroof.files.reading import load_json_file
 
 __all__ = ["MAX_CONFIG_BYTES", "SUPPORTED_ARCHITECTURES", "model_from_hf_config"]
 

@@ -106,11 +106,11 @@ def validate_spec(kind: str, data: dict[str, Any], path: str | Path | None = Non
 def load_spec_file(path: str | Path, *, packaged: bool = False) -> Spec:
     """Load and validate one spec file; raise :class:`SpecError` naming the file and field.
 
-    The file is read with the limits of :mod:`kvroof.userfiles` (at most
+    The file is read with the limits of :mod:`kvroof.files.reading` (at most
     :data:`MAX_SPEC_BYTES`, UTF-8, bounded nesting and YAML aliases, no key written twice);
     ``packaged``: a built-in spec shipped with kvroof, parsed by libyaml alone (the tests hold
     every built-in to the same limits)."""
-    from kvroof.yamlfiles import load_packaged_yaml, load_yaml_file  # PyYAML only when needed
+    from kvroof.files.yaml_reading import load_packaged_yaml, load_yaml_file  # PyYAML only when needed
 
     path = Path(path)
     if packaged:

@@ -199,7 +199,7 @@ class Registry:
         YAML is parsed), to be validated when first used (its name, aliases and references are
         checked by the test suite, as is every field)."""
         if parsed is None:
-            from kvroof.yamlfiles import load_packaged_yaml
+            from kvroof.files.yaml_reading import load_packaged_yaml
 
             parsed = load_packaged_yaml(path, MAX_SPEC_BYTES, "spec files")
         data = dict(parsed)

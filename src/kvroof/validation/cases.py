@@ -34,7 +34,7 @@ from kvroof.specs.base import Capacity, PositiveInt, SpecModel
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
 from kvroof.units import Kind, UnitError, parse_quantity
-from kvroof.yamlfiles import load_yaml_file
+from kvroof.files.yaml_reading import load_yaml_file
 
 __all__ = [
     "LINK_QUANTITIES",
@@ -224,7 +224,7 @@ def _validated(cls: type[SpecModel], data: object, path: Path, field: str) -> An
 
 def load_case_file(path: str | Path) -> CaseFile:
     """Load and validate one case file; errors are :class:`SpecError` naming file and field.
-    The file is read with the limits of :mod:`kvroof.userfiles` (at most
+    The file is read with the limits of :mod:`kvroof.files.reading` (at most
     :data:`MAX_CASE_FILE_BYTES`, UTF-8, bounded nesting and YAML aliases, no key twice)."""
     path = Path(path)
     data = load_yaml_file(path, MAX_CASE_FILE_BYTES, "validation case files")

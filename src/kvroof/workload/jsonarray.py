@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kvroof.errors import KvroofError, short_repr
-from kvroof.userfiles import DuplicateKeyError, unique_keys
+from kvroof.files.reading import DuplicateKeyError, unique_keys
 from kvroof.workload import reading
 
 __all__ = ["CHUNK_CHARS", "iter_json_array"]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final, TextIO
 
 from kvroof.errors import KvroofError, short_repr
-from kvroof.userfiles import DuplicateKeyError, capped_lines, format_size, unique_keys
+from kvroof.files.reading import DuplicateKeyError, capped_lines, format_size, unique_keys
 
 __all__ = [
     "MAX_DECOMPRESSED_BYTES",
