@@ -11,6 +11,7 @@ The public API is re-exported here lazily, so ``import kvroof`` stays fast; the 
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +148,7 @@ __all__ = [
     "prefill_flops",
     "regime_curves",
     "required_bandwidth",
+    "show_specs_in_ipython",
     "touched_expert_share",
     "transfer_bound_compute",
     "transfer_breakdown",
@@ -215,3 +217,30 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)
+
+
+def _spec_html(spec: Any) -> str:
+    from kvroof.describe import spec_html
+
+    return spec_html(spec)
+
+
+def show_specs_in_ipython(shell: Any = None) -> bool:
+    """Have IPython (Jupyter) show a spec as :func:`kvroof.describe.spec_html` draws it: its
+    fields, the figures derived from it (parameters, KV bytes per token) and its sources.
+
+    Specs are data below the cost model, so their own ``_repr_html_`` shows fields and sources
+    only; the derived figures are attached here, from the top of the package. ``import kvroof``
+    calls this when IPython is running (the formatter is registered by class name, so nothing
+    is imported until a spec is shown). Returns whether a formatter was registered."""
+    if shell is None:
+        ipython = sys.modules.get("IPython")
+        shell = ipython.get_ipython() if ipython is not None else None
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
+    if not formatters or "text/html" not in formatters:
+        return False
+    formatters["text/html"].for_type_by_name("kvroof.specs.base", "SourcedSpec", _spec_html)
+    return True
+
+
+show_specs_in_ipython()

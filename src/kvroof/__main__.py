@@ -9,7 +9,7 @@ def entry() -> int:
     """Run the command line. Ctrl-C while the command line itself is imported (numpy and the
     cost model load first) ends like Ctrl-C anywhere else: one line, exit status 130."""
     try:
-        from kvroof.cli import main
+        from kvroof.cli.main import main
     except KeyboardInterrupt:
         print("kvroof: interrupted", file=sys.stderr)
         return 130

@@ -1,11 +1,15 @@
-"""Plain descriptions of specs for people and for JSON: fields with units, and derived figures."""
+"""Plain descriptions of specs for people and for JSON: fields with units, and derived figures.
+
+The fields alone are the specs' own business (:mod:`kvroof.specs.fields`, re-exported here);
+the derived figures (parameters, KV bytes) come from the cost model, which is why this module
+sits above both.
+"""
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import BaseModel
-from pydantic.fields import FieldInfo
 
 from kvroof.cost.groups import layer_groups
 from kvroof.cost.kv import (
@@ -15,105 +19,14 @@ from kvroof.cost.kv import (
     state_bytes,
 )
 from kvroof.cost.params import param_counts
-from kvroof.specs.base import UnitOf
+from kvroof.display import number
+from kvroof.specs.base import SourcedSpec
+from kvroof.specs.fields import spec_file_data, spec_rows
 from kvroof.specs.loader import Spec
 from kvroof.specs.model import ModelSpec
-from kvroof.units import Kind, format_quantity
 
-__all__ = ["derived_figures", "layer_group_rows", "layer_mix", "spec_file_data", "spec_rows",
-           "spec_summary"]
-
-
-def _kind_in(annotation: Any) -> Kind | None:
-    for item in getattr(annotation, "__metadata__", ()):
-        if isinstance(item, UnitOf):
-            return item.kind
-    for arg in get_args(annotation):
-        found = _kind_in(arg)
-        if found is not None:
-            return found
-    return None
-
-
-def _field_kind(info: FieldInfo) -> Kind | None:
-    for item in info.metadata:
-        if isinstance(item, UnitOf):
-            return item.kind
-    return _kind_in(info.annotation)
-
-
-def _format(value: Any, kind: Kind | None) -> str:
-    if kind is not None and isinstance(value, float):
-        return format_quantity(value, kind)
-    if isinstance(value, float) and value >= 1e9:
-        return f"{value / 1e9:.4g}B"  # parameter counts
-    if isinstance(value, float) and value.is_integer():
-        return f"{value:.4g}"
-    if isinstance(value, tuple | list):
-        return ", ".join(str(v) for v in value)
-    return str(value)
-
-
-def spec_rows(spec: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
-    """(field, text with units) for every set field of ``spec``, nested fields dotted."""
-    rows: list[tuple[str, str]] = []
-    for name, info in type(spec).model_fields.items():
-        value = getattr(spec, name)
-        if value is None or value == () or value == {} or name in ("sources", "notes"):
-            continue
-        label = f"{prefix}{name}"
-        kind = _field_kind(info)
-        if isinstance(value, BaseModel):
-            rows += spec_rows(value, label + ".")
-        elif isinstance(value, tuple) and value and isinstance(value[0], BaseModel):
-            for index, item in enumerate(value):
-                rows += spec_rows(item, f"{label}[{index}].")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if isinstance(item, BaseModel):
-                    rows += spec_rows(item, f"{label}.{key}.")
-                else:
-                    rows.append((f"{label}.{key}", _format(item, kind)))
-        else:
-            rows.append((label, _format(value, kind)))
-    return rows
-
-
-_BASE_UNITS: dict[Kind, str] = {
-    Kind.COMPUTE: "FLOPS",
-    Kind.BANDWIDTH: "B/s",
-    Kind.CAPACITY: "B",
-    Kind.POWER: "W",
-    Kind.TIME: "s",
-}
-
-
-def _file_value(value: Any, kind: Kind | None) -> Any:
-    if isinstance(value, BaseModel):
-        return _model_data(value)
-    if isinstance(value, dict):
-        return {k: _file_value(v, kind) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_file_value(v, kind) for v in value]
-    if kind is not None and isinstance(value, float):
-        return f"{value!r} {_BASE_UNITS[kind]}"  # full precision, SI base unit
-    return value
-
-
-def _model_data(spec: BaseModel) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for name, info in type(spec).model_fields.items():
-        value = getattr(spec, name)
-        if value is None or value == () or value == {} or value == "":
-            continue
-        data[name] = _file_value(value, _field_kind(info))
-    return data
-
-
-def spec_file_data(spec: Spec) -> dict[str, Any]:
-    """``spec`` as the data of a spec file (``spec:`` kind first, quantities as text with SI
-    units at full precision), ready for ``yaml.safe_dump``; loading it gives ``spec`` back."""
-    return {"spec": type(spec).kind_name, **_model_data(spec)}
+__all__ = ["derived_figures", "layer_group_rows", "layer_mix", "spec_file_data", "spec_html",
+           "spec_rows", "spec_summary"]
 
 
 def derived_figures(spec: BaseModel) -> dict[str, float]:
@@ -141,6 +54,15 @@ def derived_figures(spec: BaseModel) -> dict[str, float]:
     if state:
         figures["state_bytes_per_request"] = state
     return figures
+
+
+def spec_html(spec: SourcedSpec) -> str:
+    """A spec as an HTML table: its fields with units, the figures derived from it and its
+    sources (what a spec shows in Jupyter)."""
+    from kvroof.display import html_table
+
+    derived = {name: number(value) for name, value in derived_figures(spec).items()}
+    return html_table(spec.html_rows(derived), f"{spec.kind_name} {spec.name}: {spec.label}")
 
 
 def layer_group_rows(spec: ModelSpec, kv_dtype: str = "bf16") -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from kvroof.errors import KvroofError, short_repr
 __all__ = [
     "Kind",
     "UnitError",
+    "UnitOf",
     "format_quantity",
     "parse_quantity",
 ]
@@ -169,3 +170,12 @@ def format_quantity(value: float, kind: Kind, digits: int = 4) -> str:
         if magnitude >= _DECIMAL[prefix]:
             return f"{value / _DECIMAL[prefix]:.{digits}g} {prefix}{base}"
     return f"{value:.{digits}g} {base}"
+
+
+class UnitOf:
+    """Marks an annotated float as a quantity of ``kind`` (used to format it for display)."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: Kind) -> None:
+        self.kind = kind

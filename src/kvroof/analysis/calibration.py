@@ -362,7 +362,7 @@ def calibrate(
 
 def calibrated_system_data(result: CalibrationResult, source: Path | str) -> dict[str, Any]:
     """The calibrated system as spec-file data (units as text, sources with provenance)."""
-    from kvroof.describe import spec_file_data
+    from kvroof.specs.fields import spec_file_data
 
     data = spec_file_data(result.system)
     sources = dict(result.system.sources)

@@ -301,7 +301,7 @@ def bound_rows(shares: list[BoundShares]) -> tuple[list[str], list[list[str]]]:
 
 
 def run_stats(args: argparse.Namespace) -> None:
-    from kvroof.cli import NUMERIC_WARNINGS
+    from kvroof.cli.main import NUMERIC_WARNINGS
     from kvroof.workload.stats import describe
 
     _check_no_deployment_flags(args)  # before the file is read

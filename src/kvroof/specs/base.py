@@ -23,7 +23,8 @@ from pydantic import (
 )
 
 from kvroof.errors import short_repr
-from kvroof.units import Kind, UnitError, parse_quantity
+from kvroof.specs.fields import spec_rows
+from kvroof.units import Kind, UnitError, UnitOf, parse_quantity
 
 __all__ = [
     "DTYPE_BYTES",
@@ -79,15 +80,6 @@ def from_file(info: ValidationInfo) -> bool:
     """True when the model is being validated from a spec file (units and sources required)."""
     context = info.context
     return isinstance(context, dict) and bool(context.get("from_file"))
-
-
-class UnitOf:
-    """Marks an annotated float as a quantity of ``kind`` (used to format it for display)."""
-
-    __slots__ = ("kind",)
-
-    def __init__(self, kind: Kind) -> None:
-        self.kind = kind
 
 
 def _quantity_validator(kind: Kind) -> Any:
@@ -210,10 +202,18 @@ class SourcedSpec(SpecModel):
         return self.display_name or self.name
 
     def _repr_html_(self) -> str:
-        from kvroof.describe import derived_figures, spec_rows
-        from kvroof.display import html_table, number
+        """The spec's fields with units and its sources as an HTML table. In IPython (Jupyter)
+        a spec displays through :func:`kvroof.describe.spec_html` instead, which adds the
+        figures derived from it (parameters, KV bytes per token): the cost model that derives
+        them sits above the specs, so it attaches itself there (see ``kvroof/__init__.py``)."""
+        from kvroof.display import html_table
 
+        return html_table(self.html_rows(), f"{self.kind_name} {self.name}: {self.label}")
+
+    def html_rows(self, derived: dict[str, str] | None = None) -> list[list[str]]:
+        """The rows of the HTML table: fields with units, then ``derived`` figures (name ->
+        text), then sources."""
         rows: list[list[str]] = [[field, text] for field, text in spec_rows(self)]
-        rows += [[name, number(value)] for name, value in derived_figures(self).items()]
+        rows += [[name, text] for name, text in (derived or {}).items()]
         rows += [[f"source: {field}", text] for field, text in self.sources.items()]
-        return html_table(rows, f"{self.kind_name} {self.name}: {self.label}")
+        return rows

@@ -94,8 +94,8 @@ def write_cache(files: list[BuiltinFile], max_bytes: int, target: Path = CACHE_F
 
 
 def main() -> None:
+    from kvroof.specs.folders import builtin_files
     from kvroof.specs.loader import MAX_SPEC_BYTES
-    from kvroof.specs.registry import builtin_files
 
     files = builtin_files()
     path = write_cache(files, MAX_SPEC_BYTES)

@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from kvroof.errors import SpecError, short_repr
+from kvroof.files.reading import load_json_file
 from kvroof.specs.hf_fields import HFConfig as _Config
 from kvroof.specs.hf_layers import GEMMA3, GEMMA4, LLAMA4, QWEN_LINEAR, layer_fields
 from kvroof.specs.loader import validate_spec
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import SpecWarning
-from kvroof.files.reading import load_json_file
 
 __all__ = ["MAX_CONFIG_BYTES", "SUPPORTED_ARCHITECTURES", "model_from_hf_config"]
 

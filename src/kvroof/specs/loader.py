@@ -110,7 +110,10 @@ def load_spec_file(path: str | Path, *, packaged: bool = False) -> Spec:
     :data:`MAX_SPEC_BYTES`, UTF-8, bounded nesting and YAML aliases, no key written twice);
     ``packaged``: a built-in spec shipped with kvroof, parsed by libyaml alone (the tests hold
     every built-in to the same limits)."""
-    from kvroof.files.yaml_reading import load_packaged_yaml, load_yaml_file  # PyYAML only when needed
+    from kvroof.files.yaml_reading import (  # PyYAML only when needed
+        load_packaged_yaml,
+        load_yaml_file,
+    )
 
     path = Path(path)
     if packaged:

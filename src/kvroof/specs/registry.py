@@ -22,19 +22,23 @@ from __future__ import annotations
 import difflib
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, overload
 
 from kvroof.errors import SpecError, UnknownNameError, short_repr
 from kvroof.specs.engine import Engine
+from kvroof.specs.entry import KINDS, Entry, SpecKind, normalize_name
+from kvroof.specs.folders import BUILTIN_FOLDERS, builtin_files, builtin_spec_dirs, spec_files
 from kvroof.specs.hardware import Accelerator, Link, System
-from kvroof.specs.loader import MAX_SPEC_BYTES, SPEC_TYPES, Spec, load_spec_file, validate_spec
+from kvroof.specs.loader import MAX_SPEC_BYTES, Spec, load_spec_file
 from kvroof.specs.model import ModelSpec
 
 __all__ = [
+    "BUILTIN_FOLDERS",
     "ENV_VAR",
+    "KINDS",
     "Entry",
     "Registry",
     "SpecKind",
@@ -46,9 +50,6 @@ __all__ = [
 ]
 
 ENV_VAR: Final = "KVROOF_SPEC_PATH"
-SpecKind = Literal["accelerator", "link", "system", "model", "engine"]
-KINDS: Final[tuple[SpecKind, ...]] = ("accelerator", "link", "system", "model", "engine")
-BUILTIN_FOLDERS: Final = ("hardware_specs", "model_specs", "engine_specs")
 
 S = TypeVar("S", Accelerator, Link, System, ModelSpec, Engine)
 
@@ -57,81 +58,8 @@ class SpecWarning(UserWarning):
     """A user spec was skipped (broken) or replaced a built-in one."""
 
 
-def normalize_name(name: str) -> str:
-    """The lookup key of a name: case-folded, with ``_`` and spaces read as ``-``."""
-    return name.strip().casefold().replace("_", "-").replace(" ", "-")
 
 
-def builtin_spec_dirs() -> list[Path]:
-    """The folders holding the built-in specs (inside the installed package, else the repo)."""
-    package = Path(__file__).resolve().parent.parent
-    packaged = package / "_data"
-    if (packaged / "hardware_specs").is_dir():
-        return [packaged / folder for folder in BUILTIN_FOLDERS]
-    repository = package.parent.parent
-    dirs = [repository / folder for folder in BUILTIN_FOLDERS]
-    missing = [str(d) for d in dirs if not d.is_dir()]
-    if missing:
-        raise SpecError(f"built-in spec folders not found: {', '.join(missing)}")
-    return dirs
-
-
-class Entry:
-    """A registered spec and where it came from.
-
-    A built-in spec is validated when it is first used (``spec``): the command line then builds
-    only the spec classes it needs, and the test suite validates every built-in file up front.
-    """
-
-    __slots__ = ("_data", "_spec", "builtin", "kind", "path")
-
-    def __init__(self, spec: Spec | None, path: Path | None, builtin: bool, *,
-                 kind: str | None = None, data: dict[str, Any] | None = None) -> None:
-        if spec is None and (kind is None or data is None):
-            raise TypeError("an entry needs a spec, or the kind and data to validate later")
-        self._spec = spec
-        self._data = data
-        self.kind: str = kind if kind is not None else _kind_of(spec)  # type: ignore[arg-type]
-        self.path = path
-        self.builtin = builtin
-
-    @property
-    def spec(self) -> Spec:
-        """The validated spec."""
-        if self._spec is None:
-            assert self._data is not None
-            self._spec = validate_spec(self.kind, self._data, self.path)
-            self._data = None
-        return self._spec
-
-    @property
-    def name(self) -> str:
-        """The spec's name (without validating a built-in)."""
-        if self._spec is not None:
-            return self._spec.name
-        assert self._data is not None
-        return str(self._data["name"])
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        """The spec's aliases (without validating a built-in)."""
-        if self._spec is not None:
-            return self._spec.aliases
-        assert self._data is not None
-        return tuple(str(alias) for alias in self._data.get("aliases") or ())
-
-    def __repr__(self) -> str:
-        return f"Entry({self.kind} {self.name!r}, path={self.path}, builtin={self.builtin})"
-
-
-def _spec_files(folder: Path) -> Iterator[Path]:
-    yield from sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
-def builtin_files() -> list[tuple[str, Path]]:
-    """Every built-in spec file, named relative to the spec folders' parent."""
-    return [(path.relative_to(folder.parent).as_posix(), path)
-            for folder in builtin_spec_dirs() for path in _spec_files(folder)]
 
 
 class Registry:
@@ -186,7 +114,7 @@ class Registry:
         if not folder.is_dir():
             self._problem(f"{folder}: spec folder does not exist")
             return
-        for path in _spec_files(folder):
+        for path in spec_files(folder):
             try:
                 spec = load_spec_file(path)
             except SpecError as error:
@@ -384,12 +312,6 @@ class Registry:
         """The names of every spec of ``kind``, sorted."""
         return [e.name for e in self.entries(kind)]
 
-
-def _kind_of(spec: Spec) -> SpecKind:
-    for kind, cls in SPEC_TYPES.items():
-        if isinstance(spec, cls):
-            return kind  # type: ignore[return-value]
-    raise TypeError(f"not a spec: {type(spec).__name__}")
 
 
 @lru_cache(maxsize=1)
