@@ -30,11 +30,11 @@ from pydantic import (
 
 from kvroof.cost.checks import whole_tokens
 from kvroof.errors import KvroofError, SpecError, short_repr
+from kvroof.files.yaml_reading import load_yaml_file
 from kvroof.specs.base import Capacity, PositiveInt, SpecModel
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
 from kvroof.units import Kind, UnitError, parse_quantity
-from kvroof.files.yaml_reading import load_yaml_file
 
 __all__ = [
     "LINK_QUANTITIES",
