@@ -204,11 +204,12 @@ def test_huge_integer_count(tmp_path: Path) -> None:
 
 def test_counts_have_a_ceiling(tmp_path: Path) -> None:
     """A count past kvroof.specs.base.MAX_COUNT (1e12) used to load, and `kvroof show` then
-    ended in an OverflowError traceback (10**4000 layers)."""
+    ended in an OverflowError traceback (10**4000 layers). Model sizes now have the tighter
+    ceilings of real models (MAX_LAYERS = 1024, MAX_WIDTH = 2**20; see test_size_bounds.py)."""
     path = write(tmp_path, GOOD_MODEL.replace("num_layers: 2", "num_layers: 1" + "0" * 4000))
-    expect_error(path, "num_layers", "less than or equal to 1000000000000 (got <an integer of")
+    expect_error(path, "num_layers", "less than or equal to 1024 (got <an integer of")
     path = write(tmp_path, GOOD_MODEL.replace("hidden_size: 64", "hidden_size: 1" + "0" * 13))
-    expect_error(path, "hidden_size", "less than or equal to 1000000000000")
+    expect_error(path, "hidden_size", "less than or equal to 1048576")
 
 
 GOOD_SYSTEM = """\

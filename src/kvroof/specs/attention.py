@@ -11,7 +11,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from kvroof.specs.base import PositiveInt, SpecModel
+from kvroof.specs.base import HeadCount, SpecModel, Width
 
 __all__ = ["Attention", "GQAAttention", "MLAAttention"]
 
@@ -29,9 +29,9 @@ class GQAAttention(SpecModel):
     kind_name: ClassVar[str] = "attention"
 
     kind: Literal["gqa", "mha", "mqa"] = "gqa"
-    num_heads: PositiveInt
-    num_kv_heads: PositiveInt
-    head_dim: PositiveInt
+    num_heads: HeadCount
+    num_kv_heads: HeadCount
+    head_dim: Width
     qk_norm: bool = False
     qk_norm_scope: Literal["per_head", "all_heads"] = "per_head"
     output_gate: bool = False
@@ -63,12 +63,12 @@ class MLAAttention(SpecModel):
     kind_name: ClassVar[str] = "attention"
 
     kind: Literal["mla"]
-    num_heads: PositiveInt
-    q_lora_rank: PositiveInt | None
-    kv_lora_rank: PositiveInt
-    qk_nope_head_dim: PositiveInt
-    qk_rope_head_dim: PositiveInt
-    v_head_dim: PositiveInt
+    num_heads: HeadCount
+    q_lora_rank: Width | None
+    kv_lora_rank: Width
+    qk_nope_head_dim: Width
+    qk_rope_head_dim: Width
+    v_head_dim: Width
 
 
 Attention = Annotated[GQAAttention | MLAAttention, Field(discriminator="kind")]

@@ -29,18 +29,33 @@ from kvroof.units import Kind, UnitError, UnitOf, parse_quantity
 __all__ = [
     "DTYPE_BYTES",
     "MAX_COUNT",
+    "MAX_EXPERTS",
+    "MAX_HEADS",
+    "MAX_LAYERS",
+    "MAX_TOKENS",
+    "MAX_VOCAB",
+    "MAX_WIDTH",
     "NAME_RULE",
     "Bandwidth",
     "Capacity",
     "Compute",
     "ComputeDtype",
+    "ExpertCount",
+    "HeadCount",
     "KvDtype",
+    "LayerCount",
+    "LayerIndex",
+    "OptionalExpertCount",
+    "OptionalWidth",
     "PositiveInt",
     "Power",
     "SpecModel",
     "Time",
+    "TokenCount",
     "UnitOf",
+    "VocabSize",
     "WeightDtype",
+    "Width",
     "check_spec_name",
     "from_file",
 ]
@@ -123,6 +138,45 @@ MAX_COUNT: Final = 10**12
 a larger one is an input error (and would overflow the float arithmetic of the cost model)."""
 PositiveInt = Annotated[int, Field(gt=0, le=MAX_COUNT, strict=True)]
 """An integer count, 1 to :data:`MAX_COUNT` (booleans and floats are rejected)."""
+
+# A model's sizes are bounded by what real models have, with room to spare, so that a typo or a
+# hostile file (10**6 layers) is an error naming the field instead of a hang: the cost model
+# and the spec checks hold a few small objects per layer. The largest published values, for
+# scale: 126 layers (Llama 3.1 405B, config.json), hidden size 16,384 and FFN width 53,248
+# (same), 128 query heads (same; DeepSeek-V3), 512 routed experts (Qwen3-Next, config.json),
+# a 262,144-token vocabulary (Gemma 3, config.json), a 10M-token context (Llama 4 Scout model
+# card).
+MAX_LAYERS: Final = 1024
+"""Most decoder layers (or repeats of a layer pattern, or a window's period) in a model spec."""
+MAX_WIDTH: Final = 1 << 20
+"""Widest hidden size, FFN width, head dimension or latent rank (1,048,576)."""
+MAX_HEADS: Final = 16_384
+"""Most attention heads (query, key or value) in one layer."""
+MAX_EXPERTS: Final = 65_536
+"""Most routed or shared experts in one MoE layer."""
+MAX_VOCAB: Final = 1 << 24
+"""Largest vocabulary (16,777,216 tokens)."""
+MAX_TOKENS: Final = 1 << 30
+"""Longest context, window, chunk or top-k selection in tokens (1,073,741,824)."""
+
+LayerCount = Annotated[int, Field(gt=0, le=MAX_LAYERS, strict=True)]
+"""A number of layers, 1 to :data:`MAX_LAYERS`."""
+LayerIndex = Annotated[int, Field(ge=0, le=MAX_LAYERS, strict=True)]
+"""A layer index or a number of layers that may be zero, 0 to :data:`MAX_LAYERS`."""
+Width = Annotated[int, Field(gt=0, le=MAX_WIDTH, strict=True)]
+"""A dimension, 1 to :data:`MAX_WIDTH`."""
+OptionalWidth = Annotated[int, Field(ge=0, le=MAX_WIDTH, strict=True)]
+"""A dimension that may be zero (none), 0 to :data:`MAX_WIDTH`."""
+HeadCount = Annotated[int, Field(gt=0, le=MAX_HEADS, strict=True)]
+"""A number of heads, 1 to :data:`MAX_HEADS`."""
+ExpertCount = Annotated[int, Field(gt=0, le=MAX_EXPERTS, strict=True)]
+"""A number of experts, 1 to :data:`MAX_EXPERTS`."""
+OptionalExpertCount = Annotated[int, Field(ge=0, le=MAX_EXPERTS, strict=True)]
+"""A number of experts that may be zero, 0 to :data:`MAX_EXPERTS`."""
+VocabSize = Annotated[int, Field(gt=0, le=MAX_VOCAB, strict=True)]
+"""A vocabulary size, 1 to :data:`MAX_VOCAB`."""
+TokenCount = Annotated[int, Field(gt=0, le=MAX_TOKENS, strict=True)]
+"""A number of tokens, 1 to :data:`MAX_TOKENS`."""
 
 _NOT_SOURCED = frozenset({"sources", "notes"})
 

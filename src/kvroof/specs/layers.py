@@ -42,7 +42,15 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from kvroof.errors import short_repr
 from kvroof.specs.attention import Attention
-from kvroof.specs.base import MAX_COUNT, KvDtype, PositiveInt, SpecModel
+from kvroof.specs.base import (
+    HeadCount,
+    KvDtype,
+    LayerCount,
+    LayerIndex,
+    SpecModel,
+    TokenCount,
+    Width,
+)
 
 __all__ = [
     "ATTENTION_KINDS",
@@ -58,13 +66,11 @@ __all__ = [
     "SparseLayer",
 ]
 
-NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
-
 
 class _Layer(SpecModel):
     kind_name: ClassVar[str] = "layer kind"
 
-    ffn_intermediate_size: PositiveInt | None = None
+    ffn_intermediate_size: Width | None = None
 
 
 class _AttentionLayer(_Layer):
@@ -82,14 +88,14 @@ class SlidingLayer(_AttentionLayer):
     """Attention over the last ``window`` positions."""
 
     kind: Literal["sliding"]
-    window: PositiveInt
+    window: TokenCount
 
 
 class ChunkedLayer(_AttentionLayer):
     """Attention within the query's chunk of ``chunk`` positions (Llama 4 local layers)."""
 
     kind: Literal["chunked"]
-    chunk: PositiveInt
+    chunk: TokenCount
 
 
 class LinearLayer(_Layer):
@@ -106,14 +112,14 @@ class LinearLayer(_Layer):
 
     kind: Literal["linear"]
     variant: Literal["gated-deltanet", "kda"]
-    num_key_heads: PositiveInt
-    num_value_heads: PositiveInt
-    key_head_dim: PositiveInt
-    value_head_dim: PositiveInt
-    conv_kernel: PositiveInt
+    num_key_heads: HeadCount
+    num_value_heads: HeadCount
+    key_head_dim: Width
+    value_head_dim: Width
+    conv_kernel: TokenCount
     state_dtype: KvDtype = "fp32"
     conv_dtype: KvDtype = "bf16"
-    chunk: PositiveInt = 64
+    chunk: TokenCount = 64
 
     @model_validator(mode="after")
     def _check(self) -> LinearLayer:
@@ -139,11 +145,11 @@ class Indexer(SpecModel):
 
     kind_name: ClassVar[str] = "indexer"
 
-    num_heads: PositiveInt
-    head_dim: PositiveInt
-    topk: PositiveInt
+    num_heads: HeadCount
+    head_dim: Width
+    topk: TokenCount
     key_dtype: KvDtype = "fp8"
-    key_scale_bytes: NonNegativeInt = 4
+    key_scale_bytes: Annotated[int, Field(ge=0, le=64, strict=True)] = 4
 
 
 class SparseLayer(_Layer):
@@ -157,7 +163,7 @@ class SharedLayer(_Layer):
     """Attention over the KV of layer ``source`` (0-based), which it does not store again."""
 
     kind: Literal["shared"]
-    source: NonNegativeInt
+    source: LayerIndex
 
 
 LayerKind = Annotated[
@@ -174,7 +180,7 @@ class Repeat(SpecModel):
     kind_name: ClassVar[str] = "pattern segment"
 
     repeat: Annotated[tuple[str, ...], Field(min_length=1)]
-    layers: PositiveInt
+    layers: LayerCount
 
 
 class Layers(SpecModel):

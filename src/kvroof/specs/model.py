@@ -24,7 +24,19 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from kvroof.errors import short_repr
 from kvroof.specs.attention import Attention, GQAAttention, MLAAttention
-from kvroof.specs.base import MAX_COUNT, PositiveInt, SourcedSpec, SpecModel, WeightDtype
+from kvroof.specs.base import (
+    ExpertCount,
+    LayerCount,
+    LayerIndex,
+    OptionalExpertCount,
+    OptionalWidth,
+    SourcedSpec,
+    SpecModel,
+    TokenCount,
+    VocabSize,
+    WeightDtype,
+    Width,
+)
 from kvroof.specs.layers import (
     ATTENTION_KINDS,
     FullLayer,
@@ -48,8 +60,6 @@ __all__ = [
     "SlidingWindow",
     "WeightFormat",
 ]
-
-NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
 
 # possessive quantifiers: linear-time matching on any text (see kvroof.units)
 _COUNT_RE = re.compile(
@@ -84,9 +94,9 @@ class SlidingWindow(SpecModel):
 
     kind_name: ClassVar[str] = "sliding window"
 
-    size: PositiveInt
-    period: PositiveInt = 1
-    offset: NonNegativeInt = 0
+    size: TokenCount
+    period: LayerCount = 1
+    offset: LayerIndex = 0
 
     @model_validator(mode="after")
     def _check(self) -> SlidingWindow:
@@ -99,8 +109,9 @@ class SlidingWindow(SpecModel):
         return layer % self.period == self.offset
 
     def count(self, num_layers: int) -> int:
-        """Number of sliding-window layers among ``num_layers``."""
-        return sum(1 for layer in range(num_layers) if self.is_sliding(layer))
+        """Number of sliding-window layers among ``num_layers``: the indices ``offset``,
+        ``offset + period``, ... below ``num_layers`` (counted, not listed)."""
+        return max(0, -(-(num_layers - self.offset) // self.period))
 
 
 class DenseFFN(SpecModel):
@@ -109,7 +120,7 @@ class DenseFFN(SpecModel):
     kind_name: ClassVar[str] = "ffn"
 
     kind: Literal["dense"]
-    intermediate_size: PositiveInt
+    intermediate_size: Width
 
 
 class MoEFFN(SpecModel):
@@ -123,14 +134,14 @@ class MoEFFN(SpecModel):
     kind_name: ClassVar[str] = "ffn"
 
     kind: Literal["moe"]
-    num_experts: PositiveInt
-    experts_per_token: PositiveInt
-    expert_intermediate_size: PositiveInt
-    num_shared_experts: NonNegativeInt = 0
-    shared_expert_intermediate_size: NonNegativeInt = 0
-    first_k_dense: NonNegativeInt = 0
-    moe_layer_step: PositiveInt = 1
-    dense_intermediate_size: PositiveInt | None = None
+    num_experts: ExpertCount
+    experts_per_token: ExpertCount
+    expert_intermediate_size: Width
+    num_shared_experts: OptionalExpertCount = 0
+    shared_expert_intermediate_size: OptionalWidth = 0
+    first_k_dense: LayerIndex = 0
+    moe_layer_step: LayerCount = 1
+    dense_intermediate_size: Width | None = None
     shared_expert_gate: bool = False
     """A sigmoid gate on the shared experts' output, computed from the hidden state by a
     ``hidden x 1`` projection (Qwen2-MoE, Qwen3-Next, Qwen3.5: ``shared_expert_gate``)."""
@@ -160,8 +171,10 @@ class MoEFFN(SpecModel):
         return layer >= self.first_k_dense and (layer + 1) % self.moe_layer_step == 0
 
     def num_moe_layers(self, num_layers: int) -> int:
-        """MoE layers among ``num_layers``."""
-        return sum(1 for layer in range(num_layers) if self.is_moe_layer(layer))
+        """MoE layers among ``num_layers``: the ``i + 1`` in ``first_k_dense + 1 ..
+        num_layers`` divisible by ``moe_layer_step`` (counted, not listed)."""
+        last, first = num_layers, min(self.first_k_dense, num_layers)
+        return last // self.moe_layer_step - first // self.moe_layer_step
 
 
 FFN = Annotated[DenseFFN | MoEFFN, Field(discriminator="kind")]
@@ -211,8 +224,8 @@ class PerLayerInput(SpecModel):
 
     kind_name: ClassVar[str] = "per-layer input"
 
-    hidden_size: PositiveInt
-    vocab_size: PositiveInt
+    hidden_size: Width
+    vocab_size: VocabSize
 
 
 def _pattern_error(message: str, field: str, value: object) -> ValidationError:
@@ -228,21 +241,21 @@ class ModelSpec(SourcedSpec):
 
     kind_name: ClassVar[str] = "model"
 
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    vocab_size: PositiveInt
+    num_layers: LayerCount
+    hidden_size: Width
+    vocab_size: VocabSize
     tie_word_embeddings: bool = False
     attention: Attention
     ffn: FFN
     sliding_window: SlidingWindow | None = None
     layers: Layers | None = None
     per_layer_input: PerLayerInput | None = None
-    norms_per_layer: PositiveInt | None = None
+    norms_per_layer: Annotated[int, Field(gt=0, le=64, strict=True)] | None = None
     """RMSNorm weight vectors of ``hidden_size`` in each decoder layer (:attr:`layer_norms`):
     ``None`` for 2 (before attention and before the FFN, Llama-style), 4 for Gemma 2, 3 and 4
     (input, post-attention, pre-feedforward and post-feedforward norms, transformers
     ``Gemma3DecoderLayer``)."""
-    max_context: PositiveInt | None = None
+    max_context: TokenCount | None = None
     weights: WeightFormat = WeightFormat()
     published: PublishedParams | None = None
 

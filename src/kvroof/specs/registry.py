@@ -30,7 +30,13 @@ from typing import Any, Final, Literal, TypeVar, overload
 from kvroof.errors import SpecError, UnknownNameError, short_repr
 from kvroof.specs.engine import Engine
 from kvroof.specs.entry import KINDS, Entry, SpecKind, normalize_name
-from kvroof.specs.folders import BUILTIN_FOLDERS, builtin_files, builtin_spec_dirs, spec_files
+from kvroof.specs.folders import (
+    BUILTIN_FOLDERS,
+    builtin_files,
+    builtin_spec_dirs,
+    not_a_file,
+    spec_files,
+)
 from kvroof.specs.hardware import Accelerator, Link, System
 from kvroof.specs.loader import MAX_SPEC_BYTES, Spec, load_spec_file
 from kvroof.specs.model import ModelSpec
@@ -112,9 +118,15 @@ class Registry:
                           "(put the file in a folder and give the folder)")
             return
         if not folder.is_dir():
-            self._problem(f"{folder}: spec folder does not exist")
+            exists = folder.exists() or folder.is_symlink()
+            self._problem(f"{folder}: " + ("not a folder" if exists
+                                           else "spec folder does not exist"))
             return
         for path in spec_files(folder):
+            what = not_a_file(path)
+            if what is not None:
+                self._problem(f"{path}: {what}, not a spec file")
+                continue
             try:
                 spec = load_spec_file(path)
             except SpecError as error:
