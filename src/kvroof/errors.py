@@ -85,3 +85,9 @@ class UnknownNameError(KvroofError, LookupError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread by the command line's handler: a KeyboardInterrupt,
+    so every ``finally`` and ``except KeyboardInterrupt`` that cleans up after Ctrl-C cleans
+    up after a SIGTERM too (the command then ends with ``kvroof: terminated``, status 143)."""

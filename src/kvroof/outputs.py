@@ -14,8 +14,12 @@ file, and a non-empty folder without one is left alone unless the user says ``--
 - :class:`OutputFolder`: a folder that fills up over time (``kvroof measure``): checked before
   anything runs, each pair of files added with :func:`replacing`, the marker's list kept up
   to date.
-- :func:`interrupts_deferred`: the renames that publish a result happen with Ctrl-C held back
-  until they are done, so an interrupted command leaves either the old outputs or the new ones.
+- :func:`interrupts_deferred`: the renames that publish a result happen with Ctrl-C and
+  SIGTERM held back until they are done, so an interrupted command leaves either the old
+  outputs or the new ones.
+- Temporary names carry the writing process's id: a run removes the temporaries that a
+  process no longer running left beside its targets (one killed with SIGKILL, which nothing
+  can catch), and never another live run's.
 
 The marker is :data:`MARKER`, a small JSON file listing what kvroof wrote there.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -43,6 +48,7 @@ __all__ = [
     "check_output_folder",
     "interrupts_deferred",
     "read_marker",
+    "remove_stale_temporaries",
     "replacing",
     "staged_folder",
     "write_bytes",
@@ -56,11 +62,17 @@ _TEMP_TAG: Final = ".kvroof-tmp"
 _MAX_MARKER_BYTES: Final = 1 << 20
 
 
+_HELD: Final = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back for the duration of the block, then raise the
-    KeyboardInterrupt it would have raised (only in the main thread, where Python delivers
-    signals; elsewhere the block runs as it is)."""
+    """Hold Ctrl-C (SIGINT) and SIGTERM back for the duration of the block, then raise what
+    they would have done: the handler that was in place is called (the command line's raises
+    :class:`~kvroof.errors.Terminated` for a SIGTERM and KeyboardInterrupt for Ctrl-C); without
+    one, Ctrl-C raises KeyboardInterrupt and SIGTERM ends the process as by default. A signal
+    the process ignores stays ignored. Only in the main thread,
+    where Python delivers signals; elsewhere the block runs as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -69,17 +81,71 @@ def interrupts_deferred() -> Iterator[None]:
     def hold(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
 
-    previous = signal.signal(signal.SIGINT, hold)
+    previous = {number: signal.getsignal(number) for number in _HELD}
+    for number, handler in previous.items():
+        if handler is not signal.SIG_IGN:
+            signal.signal(number, hold)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
-        if received:
-            raise KeyboardInterrupt
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+        for number in _HELD[::-1]:  # SIGTERM first: it ends the command either way
+            if number not in received:
+                continue
+            handler = previous[number]
+            if callable(handler):
+                handler(number, None)  # the command line's: raises Terminated or KeyboardInterrupt
+            elif number == signal.SIGTERM and handler == signal.SIG_DFL:
+                signal.raise_signal(number)  # what SIGTERM would have done
+            if number == signal.SIGINT:
+                raise KeyboardInterrupt
 
 
 def _temp_path(target: Path, kind: str = "") -> Path:
-    return target.parent / f".{target.name}.{secrets.token_hex(4)}{kind}{_TEMP_TAG}"
+    return target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{kind}{_TEMP_TAG}"
+
+
+_TEMP_RE: Final = re.compile(r"(\d+)-[0-9a-f]{8}(?:-new)?" + re.escape(_TEMP_TAG))
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # another user's process, or not a pid we can ask about: leave it
+    return True
+
+
+def remove_stale_temporaries(folder: str | Path, prefix: str) -> list[Path]:
+    """Remove kvroof's temporary files and folders in ``folder`` whose names start with
+    ``prefix`` and whose writing process is no longer running; return what was removed.
+    Nothing else is touched: only names of the form kvroof gives its temporaries."""
+    removed: list[Path] = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(prefix):
+            continue
+        match = _TEMP_RE.fullmatch(name, len(prefix))
+        if match is None or _running(int(match.group(1))):
+            continue
+        path = Path(folder) / name
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+            removed.append(path)
+        except OSError:
+            pass  # cannot be removed: left as it is, nothing is lost
+    return removed
 
 
 def _cannot_write(path: Path, error: OSError) -> KvroofError:
@@ -98,6 +164,8 @@ def replacing(*targets: str | Path) -> Iterator[list[Path]]:
             raise KvroofError(f"{final}: is a folder; give a file name")
         if not final.parent.is_dir():
             raise KvroofError(f"{final}: folder {final.parent} does not exist")
+    for final in finals:
+        remove_stale_temporaries(final.parent, f".{final.name}.")
     temps = [_temp_path(final) for final in finals]
     try:
         yield temps
@@ -272,7 +340,10 @@ def staged_folder(target: str | Path, *, force: bool, command: str,
     and ``target`` is left as it was. :func:`check_output_folder` runs first."""
     final = Path(target)
     exists = check_output_folder(final, force=force, flag=flag)
-    staging = (final / f"{_TEMP_TAG}-{secrets.token_hex(4)}{_TEMP_TAG}" if exists
+    remove_stale_temporaries(final.parent, f".{final.name}.")
+    if exists:
+        remove_stale_temporaries(final, f"{_TEMP_TAG}-")
+    staging = (final / f"{_TEMP_TAG}-{os.getpid()}-{secrets.token_hex(4)}{_TEMP_TAG}" if exists
                else _temp_path(final, "-new"))
     try:
         staging.mkdir()

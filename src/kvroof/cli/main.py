@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
+import signal
 import sys
 import warnings
 from collections.abc import Sequence
@@ -19,19 +20,104 @@ from typing import Any, NoReturn, TextIO
 
 from kvroof._version import __version__
 from kvroof.cli.commands import COMMANDS
+from kvroof.cli.signals import INTERRUPTED, say_stopped, signalled
 from kvroof.errors import CommandError, KvroofError
 
 __all__ = ["INTERRUPTED", "NUMERIC_WARNINGS", "build_parser", "interrupted", "main"]
 
 
+_GIVEN = "_kvroof_flags_given"
+"""Namespace attribute recording, while one parser parses, which flag set which destination
+(removed before the namespace is returned)."""
+
+
+def _once(action: argparse.Action, namespace: argparse.Namespace,
+          option_string: str | None) -> None:
+    """Record that ``option_string`` set ``action.dest``; a second time is an input error."""
+    if option_string is None:  # a positional argument: argparse counts those itself
+        return
+    given: dict[str, str] = namespace.__dict__.setdefault(_GIVEN, {})
+    previous = given.get(action.dest)
+    if previous is not None:
+        what = "given twice" if previous == option_string else f"conflicts with {previous}"
+        raise argparse.ArgumentError(action, what)
+    given[action.dest] = option_string
+
+
+class _StoreOnce(argparse._StoreAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _once(self, namespace, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _StoreConstOnce(argparse._StoreConstAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _once(self, namespace, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _StoreTrueOnce(argparse._StoreTrueAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _once(self, namespace, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _StoreFalseOnce(argparse._StoreFalseAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _once(self, namespace, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _BooleanOptionalOnce(argparse.BooleanOptionalAction):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _once(self, namespace, option_string)
+        super().__call__(parser, namespace, values, option_string)
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr and exit status 2, and which
-    takes no abbreviated flags (``--mode`` is not ``--model`` where a command has no
-    ``--mode``; its commands' parsers are of this class too)."""
+    """An argument parser whose errors are one line on stderr and exit status 2, which takes
+    no abbreviated flags (``--mode`` is not ``--model`` where a command has no ``--mode``) and
+    no flag twice (``--tp 1 --tp 2``, or ``--allreduce --no-allreduce``, is an error naming
+    the flag; flags meant to repeat, such as ``--model`` of ``plot kappa-vs-t``, append). Its
+    commands' parsers are of this class too."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+        self.register("action", "store_const", _StoreConstOnce)
+        self.register("action", "store_true", _StoreTrueOnce)
+        self.register("action", "store_false", _StoreFalseOnce)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        if kwargs.get("action") is argparse.BooleanOptionalAction:
+            kwargs["action"] = _BooleanOptionalOnce
+        return super().add_argument(*args, **kwargs)
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> argparse._ArgumentGroup:
+        group = super().add_argument_group(*args, **kwargs)
+        add = group.add_argument
+
+        def add_argument(*names: Any, **options: Any) -> argparse.Action:
+            if options.get("action") is argparse.BooleanOptionalAction:
+                options["action"] = _BooleanOptionalOnce
+            return add(*names, **options)
+
+        group.add_argument = add_argument  # type: ignore[method-assign]
+        return group
+
+    def parse_known_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None,
+            namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        parsed.__dict__.pop(_GIVEN, None)
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         where = self.prog.removeprefix("kvroof").strip()
@@ -101,26 +187,28 @@ NUMERIC_WARNINGS = r"(overflow|divide by zero|invalid value|underflow) encounter
 """numpy's floating-point warnings (``np.seterr``'s default ``warn``), which a command turns into
 an error."""
 
-INTERRUPTED = 130
-"""Exit status after Ctrl-C (128 + SIGINT, as a shell reports it)."""
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status: 2 for bad input, with one line on
-    stderr; 130 after Ctrl-C, with the one line ``kvroof: interrupted`` (outputs are written
-    so that an interrupted command leaves the previous ones intact)."""
+    stderr; 130 after Ctrl-C and 143 after SIGTERM, with the one line ``kvroof: interrupted``
+    or ``kvroof: terminated`` (outputs are written so that an interrupted command leaves the
+    previous ones intact; :mod:`kvroof.cli.signals`)."""
     try:
         return _run(argv)
-    except KeyboardInterrupt:
-        interrupted()
-        return INTERRUPTED
+    except KeyboardInterrupt as stop:  # Terminated too
+        return say_stopped(stop)
+    except Exception:
+        received = signalled()
+        if received is None:
+            raise
+        # a signal that surfaced as another exception (an extension module interrupted in
+        # its import fails with "ImportError: initialization failed")
+        return say_stopped(received)
 
 
 def interrupted() -> None:
     """Say ``kvroof: interrupted`` on stderr, on a line of its own (a progress bar drawn in
     place on a terminal is cleared first)."""
-    clear = "\r\x1b[K" if getattr(sys.stderr, "isatty", lambda: False)() else ""
-    print(f"{clear}kvroof: interrupted", file=sys.stderr)
+    say_stopped(signal.SIGINT)
 
 
 def _run(argv: Sequence[str] | None) -> int:
