@@ -12,7 +12,10 @@ Python use (what ``kvroof measure link --quick --device cpu -o out`` does)::
     write_results("out", result, machine_info("cpu"))  # out/link.csv and out/link.json
 
 Modules: ``device`` (device choice, machine description, timer), ``link``, ``compute``,
-``prefill`` (the benchmarks), ``results`` (CSV + JSON writer and reader), ``progress``.
+``prefill`` (the benchmarks), ``layer`` (the prefill benchmark's synthetic layer shapes),
+``stack`` (its torch decoder stack and attention variants), ``kappa`` (the measured
+kappa_crit), ``rows`` (the typed result rows), ``results`` (CSV + JSON writer and reader),
+``progress``.
 """
 
 from __future__ import annotations
@@ -26,28 +29,18 @@ from kvroof.measure.device import (
     pick_device,
     require_torch,
 )
+from kvroof.measure.kappa import KappaCrit, measured_kappa_crit
+from kvroof.measure.layer import LayerShape, layer_shape
 from kvroof.measure.link import LinkFit, LinkSettings, fit_latency_bandwidth, run_link
-from kvroof.measure.prefill import (
-    KappaCrit,
-    LayerShape,
-    PrefillSettings,
-    choose_layers,
-    layer_shape,
-    measured_kappa_crit,
-    run_prefill,
-)
+from kvroof.measure.prefill import PrefillSettings, choose_layers, run_prefill
 from kvroof.measure.results import (
-    BENCHMARKS,
-    ComputeRow,
-    LinkRow,
-    Measurement,
-    PrefillRow,
     Results,
     ResultsError,
     read_results,
     read_results_dir,
     write_results,
 )
+from kvroof.measure.rows import BENCHMARKS, ComputeRow, LinkRow, Measurement, PrefillRow
 
 __all__ = [
     "BENCHMARKS",

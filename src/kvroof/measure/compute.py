@@ -19,7 +19,7 @@ from typing import Any, Literal
 from kvroof.errors import KvroofError
 from kvroof.measure.device import DeviceKind, Timer, require_torch
 from kvroof.measure.progress import Progress
-from kvroof.measure.results import ComputeRow, Measurement, Row
+from kvroof.measure.rows import ComputeRow, Measurement, Row
 from kvroof.specs.hardware import Accelerator
 from kvroof.specs.model import DenseFFN, ModelSpec, MoEFFN
 

@@ -31,7 +31,7 @@ from kvroof.cost.kv import kv_bytes_per_token_per_layer
 from kvroof.errors import KvroofError
 from kvroof.measure.device import DeviceKind, Timer, Timing, require_torch
 from kvroof.measure.progress import Progress
-from kvroof.measure.results import CopyPattern, Direction, LinkRow, Measurement, Row
+from kvroof.measure.rows import CopyPattern, Direction, LinkRow, Measurement, Row
 from kvroof.specs.model import ModelSpec
 from kvroof.units import Kind, format_quantity
 

@@ -1,4 +1,4 @@
-"""Results of ``kvroof measure``: typed rows, the files they are written to, and a strict reader.
+"""Results files of ``kvroof measure``: the writer and a strict reader.
 
 Each benchmark writes two files into the output folder:
 
@@ -13,6 +13,9 @@ bad or incomplete file gives one :class:`ResultsError` line naming the file and 
 files are read as untrusted input: at most :data:`MAX_ROWS` rows of at most
 :data:`MAX_LINE_CHARS` characters, a header of at most :data:`MAX_HEADER_BYTES` (with the
 limits of :func:`kvroof.files.reading.load_json_file`).
+
+The typed rows (what each column holds) are defined in :mod:`kvroof.measure.rows` and imported
+here too.
 """
 
 from __future__ import annotations
@@ -21,11 +24,10 @@ import csv
 import json
 import math
 import types
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import (
     Any,
-    ClassVar,
     Final,
     Literal,
     TypeVar,
@@ -37,8 +39,21 @@ from typing import (
 
 from kvroof._version import __version__
 from kvroof.errors import KvroofError, SpecError, clip, short_repr
-from kvroof.jsonsafe import json_safe
 from kvroof.files.reading import capped_lines, load_json_file
+from kvroof.jsonsafe import json_safe
+from kvroof.measure.rows import (
+    BENCHMARKS,
+    ROW_TYPES,
+    Benchmark,
+    ComputeRow,
+    CopyPattern,
+    Direction,
+    LinkRow,
+    Measurement,
+    PrefillRow,
+    Row,
+    row_columns,
+)
 
 __all__ = [
     "BENCHMARKS",
@@ -62,10 +77,6 @@ __all__ = [
     "write_results",
 ]
 
-Benchmark = Literal["link", "compute", "prefill"]
-Direction = Literal["h2d", "d2h"]
-CopyPattern = Literal["single", "chunked", "all-gpus"]
-BENCHMARKS: Final[tuple[Benchmark, ...]] = ("link", "compute", "prefill")
 SCHEMA_VERSION: Final = 1
 MAX_ROWS: Final = 1_000_000
 """Rows a results CSV may hold (a full GPU run writes a few hundred)."""
@@ -83,142 +94,7 @@ class ResultsError(KvroofError):
     """A results file is missing, malformed or incomplete; the message names the file and row."""
 
 
-@dataclass(frozen=True)
-class LinkRow:
-    """One copy measurement: ``copies`` copy calls per GPU moving ``bytes_total`` in all."""
-
-    benchmark: ClassVar[Benchmark] = "link"
-    positive: ClassVar[frozenset[str]] = frozenset(
-        {"copies", "bytes_per_copy", "bytes_total", "gpus", "repeats", "median_s", "min_s"}
-    )
-    doc: ClassVar[dict[str, str]] = {
-        "direction": "h2d (host to device) or d2h (device to host); on the CPU a buffer-to-"
-        "buffer copy",
-        "pinned": "host buffer in page-locked (pinned) memory; always false on the CPU",
-        "pattern": "single: one copy; chunked: one copy per layer per block of block_tokens "
-        "tokens (an offloading engine's layout); all-gpus: one copy per GPU at once",
-        "block_tokens": "tokens per copied block (chunked rows), 0 otherwise",
-        "copies": "copy calls per GPU in one timed run",
-        "bytes_per_copy": "bytes moved by one copy call",
-        "bytes_total": "bytes moved by one timed run (all copies, all GPUs)",
-        "gpus": "GPUs copying at the same time",
-        "repeats": "timed runs",
-        "median_s": "median seconds of one timed run",
-        "min_s": "fastest timed run, seconds",
-        "bandwidth": "bytes_total / median_s, bytes/s",
-    }
-
-    direction: Direction
-    pinned: bool
-    pattern: CopyPattern
-    block_tokens: int
-    copies: int
-    bytes_per_copy: int
-    bytes_total: int
-    gpus: int
-    repeats: int
-    median_s: float
-    min_s: float
-    bandwidth: float
-
-
-@dataclass(frozen=True)
-class ComputeRow:
-    """One GEMM shape: (T x hidden) @ (hidden x intermediate) in ``dtype``."""
-
-    benchmark: ClassVar[Benchmark] = "compute"
-    positive: ClassVar[frozenset[str]] = frozenset(
-        {"T", "hidden", "intermediate", "flops", "repeats", "median_s", "min_s", "achieved_flops"}
-    )
-    doc: ClassVar[dict[str, str]] = {
-        "dtype": "bf16, fp16 or fp8 (fp8 through torch._scaled_mm, bf16 output)",
-        "T": "rows of the activation (new tokens)",
-        "hidden": "inner dimension (the model's hidden size, scaled in --quick on the CPU)",
-        "intermediate": "output columns (the FFN width)",
-        "flops": "2 x T x hidden x intermediate, FLOP",
-        "repeats": "timed runs",
-        "median_s": "median seconds of one GEMM",
-        "min_s": "fastest GEMM, seconds",
-        "achieved_flops": "flops / median_s, FLOP/s",
-        "peak_flops": "the --accelerator's dense peak for dtype, FLOP/s (empty when not given)",
-        "efficiency": "achieved_flops / peak_flops (empty without a peak)",
-    }
-
-    dtype: Literal["bf16", "fp16", "fp8"]
-    T: int
-    hidden: int
-    intermediate: int
-    flops: float
-    repeats: int
-    median_s: float
-    min_s: float
-    achieved_flops: float
-    peak_flops: float | None
-    efficiency: float | None
-
-
-@dataclass(frozen=True)
-class PrefillRow:
-    """One (T, K) point of the synthetic prefill with K cached tokens loaded from the host."""
-
-    benchmark: ClassVar[Benchmark] = "prefill"
-    positive: ClassVar[frozenset[str]] = frozenset(
-        {"layers_run", "layers_model", "T", "compute_s", "transfer_s", "serial_s", "flops"}
-    )
-    doc: ClassVar[dict[str, str]] = {
-        "model": "registry model whose layer shapes the synthetic stack copies",
-        "layers_run": "decoder layers in the synthetic stack (fewer than the model when memory "
-        "requires)",
-        "layers_model": "decoder layers of the real model",
-        "T": "new tokens prefilled",
-        "K": "cached tokens whose KV is loaded from host memory",
-        "kv_bytes": "KV bytes of K tokens in the layers run (keys and values), bytes",
-        "flops": "prefill FLOP of the layers run, by kvroof.cost.flops.prefill_flops "
-        "(projections, attention over K + T keys, gated FFN; no LM head)",
-        "compute_s": "prefill seconds with the KV already on the device (median)",
-        "transfer_s": "seconds to load the K tokens' KV from host memory, one copy per layer "
-        "for keys and one for values (median)",
-        "serial_s": "load then prefill, one after the other (median)",
-        "overlap_s": "load and prefill overlapped layer by layer on two CUDA streams (median); "
-        "empty where not measurable (the CPU)",
-        "p_oh": "transfer_s / compute_s",
-    }
-
-    model: str
-    layers_run: int
-    layers_model: int
-    T: int
-    K: int
-    kv_bytes: int
-    flops: float
-    compute_s: float
-    transfer_s: float
-    serial_s: float
-    overlap_s: float | None
-    p_oh: float
-
-
-Row = LinkRow | ComputeRow | PrefillRow
-_ROW_TYPES: Final[dict[Benchmark, type[LinkRow] | type[ComputeRow] | type[PrefillRow]]] = {
-    "link": LinkRow,
-    "compute": ComputeRow,
-    "prefill": PrefillRow,
-}
 R = TypeVar("R", LinkRow, ComputeRow, PrefillRow)
-
-
-def _columns(row_type: type[Row]) -> list[str]:
-    return [f.name for f in fields(row_type)]
-
-
-@dataclass
-class Measurement:
-    """What one benchmark run produced, before it is written."""
-
-    benchmark: Benchmark
-    rows: list[Row]
-    settings: dict[str, Any]
-    summary: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -266,8 +142,8 @@ def write_results(
         raise ResultsError(
             f"{folder}: cannot create the output folder ({error.strerror})"
         ) from None
-    row_type = _ROW_TYPES[measurement.benchmark]
-    columns = _columns(row_type)
+    row_type = ROW_TYPES[measurement.benchmark]
+    columns = row_columns(row_type)
     csv_path = folder / f"{measurement.benchmark}.csv"
     json_path = folder / f"{measurement.benchmark}.json"
     for row in measurement.rows:
@@ -341,15 +217,15 @@ def _parse_cell(text: str, hint: Any, positive: bool) -> Any:
 
 
 def _benchmark_of(path: Path, columns: list[str]) -> Benchmark:
-    for name, row_type in _ROW_TYPES.items():
-        if columns == _columns(row_type):
+    for name, row_type in ROW_TYPES.items():
+        if columns == row_columns(row_type):
             return name
-    guess = path.stem if path.stem in _ROW_TYPES else None
+    guess = path.stem if path.stem in ROW_TYPES else None
     if guess is None:
         raise ResultsError(
             f"{path}: header row matches no kvroof measure results ({', '.join(BENCHMARKS)})"
         )
-    expected = _columns(_ROW_TYPES[guess])
+    expected = row_columns(ROW_TYPES[guess])
     missing = [c for c in expected if c not in columns]
     unknown = [c for c in columns if c not in expected]
     detail = []
@@ -414,7 +290,7 @@ def _read_rows(csv_path: Path, reader: Any) -> tuple[list[Row], Benchmark]:
     if not columns:
         raise ResultsError(f"{csv_path}: empty file (no header row)")
     benchmark = _benchmark_of(csv_path, columns)
-    row_type = _ROW_TYPES[benchmark]
+    row_type = ROW_TYPES[benchmark]
     hints = get_type_hints(row_type)
     rows: list[Row] = []
     for number, cells in enumerate(reader, start=1):

@@ -25,9 +25,9 @@ from pydantic import (
 
 from kvroof.cost.checks import MAX_TOKENS, whole_tokens
 from kvroof.errors import KvroofError, SpecError, short_repr
+from kvroof.files.yaml_reading import load_yaml_file
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
-from kvroof.files.yaml_reading import load_yaml_file
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -388,10 +388,11 @@ def load_report_config(path: str | Path, registry: Registry) -> ReportConfig:
     config.check_names(registry, source)
     config.check_deployments(registry, source)
     if config.measurements is not None:  # read and fit them now, not after half the figures
-        from kvroof.report.measured import calibrate_measurements
+        from kvroof.report.calibration import calibrate_folder
 
+        assert config.measured_system is not None  # check_names asks for it
         try:
-            calibrate_measurements(config, registry)
+            calibrate_folder(config.measurements, config.measured_system, registry)
         except KvroofError as error:
             raise SpecError(str(error), source, "measurements") from None
     return config

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
-from kvroof.analysis.calibration import CalibrationResult, calibrate
-from kvroof.measure.results import Results, read_results
+from kvroof.analysis.calibration import CalibrationResult
+from kvroof.measure.results import Results
+from kvroof.report.calibration import calibrate_folder
 from kvroof.report.config import ReportConfig
 from kvroof.report.tables import Table
 from kvroof.specs.registry import Registry
@@ -18,18 +18,7 @@ def calibrate_measurements(config: ReportConfig,
                            registry: Registry) -> tuple[CalibrationResult, Results]:
     """Calibrate on ``config.measurements/prefill.csv`` for ``config.measured_system``."""
     assert config.measurements is not None and config.measured_system is not None
-    return _calibrate(str(config.measurements / "prefill.csv"), config.measured_system,
-                      registry)
-
-
-@lru_cache(maxsize=4)
-def _calibrate(path: str, system_name: str,
-               registry: Registry) -> tuple[CalibrationResult, Results]:
-    system = registry.system(system_name)
-    results = read_results(path)
-    result = calibrate(results, system, registry.accelerator(system.accelerator),
-                       registry.link(system.host_link))
-    return result, results
+    return calibrate_folder(config.measurements, config.measured_system, registry)
 
 
 def calibration_table(result: CalibrationResult, results: Results) -> Table:

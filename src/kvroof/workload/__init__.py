@@ -7,8 +7,11 @@
 
 Modules, one concept each: :mod:`.records` (the columnar :class:`Workload`), :mod:`.tokens`
 (token counting), one loader per format (:mod:`.sharegpt`, :mod:`.docqa`, :mod:`.mooncake`,
-:mod:`.table`), :mod:`.formats` (format guessing and dispatch), :mod:`.stats`
-(:func:`describe`) and :mod:`.synth` (synthetic workloads from published statistics).
+:mod:`.table`), :mod:`.formats` (format guessing and dispatch), :mod:`.summary` (percentiles
+and the :class:`WorkloadStats` of columns), :mod:`.stats` (:func:`describe`), :mod:`.synth`
+(synthetic workloads from published statistics), :mod:`.trace` (the simulation's
+:class:`~kvroof.workload.trace.RequestTrace` of prefix-block chains) and :mod:`.requests`
+(request traces built from each source).
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from kvroof.workload.mooncake import load_mooncake
 from kvroof.workload.reading import SkippedRecordsWarning
 from kvroof.workload.records import UNKNOWN_OUTPUT, Workload
 from kvroof.workload.sharegpt import load_sharegpt
-from kvroof.workload.stats import Distribution, WorkloadStats, describe
+from kvroof.workload.stats import describe
+from kvroof.workload.summary import Distribution, WorkloadStats
 from kvroof.workload.synth import KINDS as SYNTHETIC_KINDS
 from kvroof.workload.synth import synthesize
 from kvroof.workload.table import load_table, write_table

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kvroof.errors import KvroofError
+from kvroof.workload.summary import workload_stats
 
 __all__ = [
     "UNKNOWN_OUTPUT",
@@ -169,11 +170,15 @@ class Workload:
         return pandas.DataFrame(columns)
 
     def _repr_html_(self) -> str:
-        from kvroof.workload.stats import describe
-
         if len(self) == 0:
             return f"<p>workload {self.name!r}: no requests</p>"
-        return describe(self)._repr_html_()
+        stats = workload_stats(
+            name=self.name, synthetic=self.synthetic, source=self.source, skipped=self.skipped,
+            new_tokens=self.new_tokens, cached_tokens=self.cached_tokens,
+            kappa_ratio=self.kappa_ratio(),
+            known_output_tokens=self.output_tokens[self.output_known],
+        )
+        return stats._repr_html_()
 
     def __len__(self) -> int:
         return int(self.new_tokens.shape[0])
