@@ -11,8 +11,11 @@ Modules, one concept each: :mod:`.settings` (what a simulation is asked to do),
 iteration model), :mod:`.affine` (sums of piecewise-affine step times, for fast-forwarding),
 :mod:`.request` (one request's state), :mod:`.memory` (HBM blocks and the HBM prefix cache),
 :mod:`.tiers` (host and further cache tiers), :mod:`.link` (the host link, per direction),
-:mod:`.scheduler` (admission policies), :mod:`.power` (per-GPU power), :mod:`.engine` (one
-replica), :mod:`.router` (routing), :mod:`.metrics` (per-iteration log and summaries),
+:mod:`.scheduler` (admission policies), :mod:`.power` (per-GPU power), one replica in layers
+(:mod:`.replica_state` its state, :mod:`.iteration` one iteration and its effects,
+:mod:`.decode_run` and :mod:`.fast_forward` runs of decode iterations in closed form,
+:mod:`.admission` admitting one request, :mod:`.engine` the step that combines them),
+:mod:`.router` (routing), :mod:`.metrics` (per-iteration log and summaries),
 :mod:`.runner` (the event loop and :func:`simulate`), :mod:`.output` (CSV and JSON files) and
 :mod:`.sweep` (grids of simulations on local processes or a Dask cluster).
 

@@ -1,11 +1,11 @@
 """Which waiting requests join the next iteration.
 
 Both policies walk the waiting queue in arrival order (preempted requests go back to its head,
-as in vLLM) while the iteration has token budget left, asking the engine to admit each request
-(:meth:`kvroof.simulate.engine.Engine.try_admit`): a request is admitted when a sequence slot is
-free and its KV (cached prefix loaded, first chunk) fits in HBM; an async load starts instead
-when its KV must come from the host first (it waits outside the batch, in the queue, and is
-picked up once loaded).
+as in vLLM) while the iteration has token budget left, asking the replica to admit each request
+(:meth:`kvroof.simulate.admission.ReplicaAdmission.try_admit`, through the :class:`Admitter`
+protocol): a request is admitted when a sequence slot is free and its KV (cached prefix
+loaded, first chunk) fits in HBM; an async load starts instead when its KV must come from the
+host first (it waits outside the batch, in the queue, and is picked up once loaded).
 
 - ``fifo`` (vLLM v1's default): stop at the first request that does not fit.
 - ``utilization-aware`` (the seed paper's proposal, made concrete here): skip a request that does
@@ -21,14 +21,13 @@ picked up once loaded).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import deque
+from typing import Protocol
 
 from kvroof.simulate.request import LOADING, READY, Request
 
-if TYPE_CHECKING:
-    from kvroof.simulate.engine import Engine
-
-__all__ = ["ADMITTED", "BLOCKED", "HELD", "LOADING_STARTED", "LOOKAHEAD", "NO_SEAT", "admit"]
+__all__ = ["ADMITTED", "BLOCKED", "HELD", "LOADING_STARTED", "LOOKAHEAD", "NO_SEAT", "Admitter",
+           "admit"]
 
 ADMITTED = 0
 LOADING_STARTED = 1
@@ -47,7 +46,20 @@ out, every sequence slot is taken, a waiting request's KV did not fit in HBM, or
 held back for the host link (utilization-aware admission control)."""
 
 
-def admit(engine: Engine, budget: int, skip: bool, aging_limit: int) -> tuple[int, int]:
+class Admitter(Protocol):
+    """What a policy needs of a replica: its waiting queue, its clock and admitting one request
+    (:class:`kvroof.simulate.engine.Engine` is one). The policy depends on this, not on the
+    engine, so that the engine may depend on the policy."""
+
+    waiting: deque[Request]
+    now: float
+
+    def try_admit(self, request: Request, budget: int, hold: bool) -> tuple[int, int]:
+        """(status, budget tokens used): one of the statuses above."""
+        ...
+
+
+def admit(engine: Admitter, budget: int, skip: bool, aging_limit: int) -> tuple[int, int]:
     """Admit waiting requests into the iteration being scheduled; returns the budget left and
     what limited the batch (an index into :data:`LIMITS`). ``skip``: utilization-aware (skip
     what does not fit), else FIFO."""

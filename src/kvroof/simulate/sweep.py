@@ -107,8 +107,8 @@ def _value(key: str, value: Any) -> Any:
 
 def load_sweep_config(path: str | Path) -> SweepConfig:
     """Read a sweep config; errors name the file and the key."""
-    from kvroof.specs.loader import validation_message
     from kvroof.files.yaml_reading import load_yaml_file
+    from kvroof.specs.loader import validation_message
 
     source = Path(path)
     data = load_yaml_file(source, MAX_CONFIG_BYTES, "sweep configs")
