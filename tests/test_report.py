@@ -297,7 +297,7 @@ def test_cli_plot_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     """A what-if where every KV format is never transfer-bound still draws; a roofline for a
     system uses the system (its measured 15 GB/s), not just its accelerator and link."""
     code, _, err = run(capsys, "plot", "what-if", "--model", "deepseek-v3", "--accelerator",
-                       "gh200", "-o", str(tmp_path / "w.png"))
+                       "gh200", "--tp", "8", "-o", str(tmp_path / "w.png"))  # TP 1 does not fit
     assert code == 0, err
     from kvroof.cost.deployment import deployment
     from kvroof.cost.kappa import kappa_crit

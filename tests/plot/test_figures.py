@@ -26,7 +26,6 @@ from kvroof.specs.registry import Registry
 
 REG = Registry(use_env=False)
 QWEN = deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, registry=REG)
-DSV3 = deployment("deepseek-v3", system="dgx-h100", tp=8, registry=REG)
 
 
 def by_gid(fig: Figure, prefix: str) -> list[object]:
@@ -122,7 +121,7 @@ def test_ceilings_roofs() -> None:
 
 
 def test_kappa_vs_t_paper_line_and_never_region() -> None:
-    one = deployment("qwen3-235b-a22b", accelerator="h100", registry=REG)
+    one = deployment("qwen3-235b-a22b", accelerator="h100", tp=8, registry=REG)  # TP 1: no fit
     fig = kappa_vs_t_figure([one], labels=["one"])
     (paper,) = by_gid(fig, "paper:one")
     assert paper.get_ydata()[0] == pytest.approx(float(kappa_paper_for(one).kappa_crit))  # type: ignore[attr-defined]
@@ -166,13 +165,14 @@ def test_what_if_marks_and_curves() -> None:
 
 
 def test_breakdown_bars() -> None:
-    fig = ttft_breakdown_figure(QWEN, 128, 16384, tps=(1, 8))
+    small = deployment("llama-3.1-8b", system="dgx-h100", registry=REG)  # fits at TP 1 and 8
+    fig = ttft_breakdown_figure(small, 128, 16384, tps=(1, 8))
     import dataclasses
 
     for tp in (1, 8):
         for mode in ("serial", "layerwise", "ideal"):
             (bar,) = by_gid(fig, f"compute:{mode}:tp{tp}")
-            result = ttft(dataclasses.replace(QWEN, tp=tp), 128, 16384, mode)  # type: ignore[arg-type]
+            result = ttft(dataclasses.replace(small, tp=tp), 128, 16384, mode)  # type: ignore[arg-type]
             assert bar.get_height() == pytest.approx(float(result.compute) * 1e3)  # type: ignore[attr-defined]
             (top,) = by_gid(fig, f"exposed:{mode}:tp{tp}")
             assert top.get_height() == pytest.approx(float(result.exposed_transfer) * 1e3)  # type: ignore[attr-defined]
@@ -180,7 +180,8 @@ def test_breakdown_bars() -> None:
 
 
 def test_source_line_on_every_figure() -> None:
-    for fig in (ceilings_figure(DSV3), ttft_breakdown_figure(DSV3)):
+    # DeepSeek-V3's 673 GB of FP8 weights do not fit on 8 x 80 GB: figures refuse it now
+    for fig in (ceilings_figure(QWEN), ttft_breakdown_figure(QWEN, tps=(8,))):
         assert any(t.get_text().startswith("kvroof ·") for t in fig.texts)
 
 
@@ -226,7 +227,7 @@ def test_workload_figure_lines_and_shares() -> None:
 
 
 def test_overhead_sorts_its_axes() -> None:
-    dep = deployment("qwen3-235b-a22b", accelerator="h100", registry=REG)
+    dep = deployment("qwen3-235b-a22b", accelerator="h100", tp=8, registry=REG)
     a = overhead_figure(dep, [65536, 1024, 8192], [2048, 64])
     b = overhead_figure(dep, [1024, 8192, 65536], [64, 2048])
     labels = [t.get_text() for t in a.axes[0].get_xticklabels()]

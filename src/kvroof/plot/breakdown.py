@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.timing import OVERLAP_MODES, ttft
+from kvroof.plot.fitting import split_by_fit
 from kvroof.plot.style import COMPUTE_SHADE, TRANSFER_SHADE, new_figure, source_line, style
 
 __all__ = ["ttft_breakdown_figure"]
@@ -22,13 +23,16 @@ def ttft_breakdown_figure(
     tps: Sequence[int] = (1, 8),
 ) -> Figure:
     """For each TP degree (a group of bars) and overlap mode (a bar): compute time (``gid``
-    ``"compute:<mode>:tp<N>"``) and the exposed transfer on top."""
+    ``"compute:<mode>:tp<N>"``) and the exposed transfer on top. A TP degree at which the
+    deployment does not fit is left out and named (:mod:`kvroof.plot.fitting`)."""
     modes = list(OVERLAP_MODES)
+    variants, not_drawn = split_by_fit([dataclasses.replace(dep, tp=tp) for tp in tps],
+                                       [f"TP {tp}" for tp in tps])
     with style():
         fig, (ax,) = new_figure(width=6.8, height=4.4)
         x_labels = []
-        for group, tp in enumerate(tps):
-            changed = dataclasses.replace(dep, tp=tp)
+        for group, changed in enumerate(variants):
+            tp = changed.tp
             for position, mode in enumerate(modes):
                 result = ttft(changed, new_tokens, cached_tokens, mode)
                 x = group * (len(modes) + 1) + position
@@ -49,5 +53,6 @@ def ttft_breakdown_figure(
         ax.set_title(f"{dep.model.label}: TTFT at T = {new_tokens:g}, K = {cached_tokens:g}")
         ax.legend(loc="upper right", frameon=False)
         ax.grid(axis="x", visible=False)
-        source_line(fig, f"{dep.short_label.rsplit(', TP', 1)[0]}; prefill only")
+        source_line(fig, f"{dep.short_label.rsplit(', TP', 1)[0]}; prefill only"
+                    + (f"; {not_drawn}" if not_drawn else ""))
     return fig

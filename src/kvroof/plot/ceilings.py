@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.roofline import request_intensities
 from kvroof.errors import KvroofError
+from kvroof.plot.fitting import require_fit
 from kvroof.plot.style import color, new_figure, source_line, style
 
 __all__ = ["DEFAULT_REQUESTS", "ceilings_figure"]
@@ -37,6 +38,7 @@ def ceilings_figure(
     byte loaded or saved over the host link), joined by a thin line. The level whose roof the
     request touches bounds it. A request that moves nothing over the link has no triangle.
     """
+    require_fit(dep)
     x = np.geomspace(*intensity_range, 300)
     peak = float(dep.effective_compute)
     hbm = float(dep.effective_hbm_bandwidth)

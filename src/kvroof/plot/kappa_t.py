@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from kvroof.analysis.regimes import regime_curves
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for, max_new_tokens_for_crossover
+from kvroof.plot.fitting import split_by_fit
 from kvroof.plot.style import COMPUTE_SHADE, TRANSFER_SHADE, color, new_figure, source_line, style
 
 __all__ = ["kappa_vs_t_figure"]
@@ -36,6 +37,10 @@ def kappa_vs_t_figure(
     names = list(labels) if labels is not None else [
         d.short_label for d in deployments
     ]
+    kept, not_drawn = split_by_fit(deployments, names)
+    kept_ids = {id(dep) for dep in kept}
+    names = [name for dep, name in zip(deployments, names, strict=True) if id(dep) in kept_ids]
+    deployments = kept
     with style():
         fig, (ax,) = new_figure(width=7.0, height=4.6)
         ax.set_xscale("log")
@@ -94,5 +99,5 @@ def kappa_vs_t_figure(
                    "weights stop mattering")
         source_line(fig, "solid: full mode (HBM roof, attention, TP, latency, granularity); "
                          "dashed: the paper's Eq. 6 for the same hardware; shaded: T where no K "
-                         "is transfer-bound" + regimes)
+                         "is transfer-bound" + regimes + (f"; {not_drawn}" if not_drawn else ""))
     return fig

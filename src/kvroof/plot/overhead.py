@@ -13,6 +13,7 @@ from matplotlib.ticker import PercentFormatter
 
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.timing import Overlap, ttft
+from kvroof.plot.fitting import require_fit
 from kvroof.plot.style import new_figure, source_line, style
 
 __all__ = ["DEFAULT_CACHED", "DEFAULT_NEW", "overhead_figure"]
@@ -30,6 +31,7 @@ def overhead_figure(
 ) -> Figure:
     """Heatmap of ``metric`` with K on x and T on y (cells annotated), and the P_OH = 1 contour
     (``gid`` ``"contour:p_oh=1"``) drawn on the continuous grid."""
+    require_fit(dep)
     k = np.unique(np.asarray(cached_tokens, dtype=float))  # sorted: axes and contour need it
     t = np.unique(np.asarray(new_tokens, dtype=float))
     grid = ttft(dep, t[:, None], k[None, :], overlap)

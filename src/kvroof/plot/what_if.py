@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from kvroof.analysis.what_if import standard_what_ifs, with_mla
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
+from kvroof.plot.fitting import split_by_fit
 from kvroof.plot.style import color, new_figure, source_line, style
 from kvroof.specs.registry import Registry, default_registry
 
@@ -35,8 +36,10 @@ def what_if_figure(
     for the link alone (dotted: no host-memory bound; paper mode dashed), links and the GPU's
     HBM marked (``gid`` ``"link:<name>"``); the whole-host NVLink-C2C alternatives (a Grace per
     GPU, a Grace per two GPUs) are points at their own bandwidth (``gid`` ``"host:<name>"``).
-    Right: kappa_crit by KV format (bf16, fp8, int4; as-is and with an MLA latent), full mode."""
+    Right: kappa_crit by KV format (bf16, fp8, int4; as-is and with an MLA latent), full mode.
+    Deployments that do not fit are left out and named (:mod:`kvroof.plot.fitting`)."""
     reg = registry or default_registry()
+    deployments, not_drawn = split_by_fit(deployments)
     bandwidth = np.geomspace(*bandwidth_range, 200)
     hosts = [s for s in standard_what_ifs(reg) if s[0].startswith("C2C")]
     with style():
@@ -133,5 +136,6 @@ def what_if_figure(
         sources = sorted({d.resolved_bandwidth_source for d in deployments})
         source_line(fig, "; ".join(d.short_label for d in deployments) + "; MLA: latent 512 "
                          f"+ RoPE 64, absorbed prefill; right: {'/'.join(sources)} link "
-                         "bandwidth; C2C hosts: whole host swapped (Grace LPDDR5X + C2C)")
+                         "bandwidth; C2C hosts: whole host swapped (Grace LPDDR5X + C2C)"
+                         + (f"; {not_drawn}" if not_drawn else ""))
     return fig
