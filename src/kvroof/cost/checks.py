@@ -21,6 +21,7 @@ __all__ = [
     "maximum",
     "minimum",
     "nonnegative",
+    "one_of",
     "positive",
     "scalar_or_array",
     "token_count",
@@ -151,6 +152,12 @@ def dtype_bytes(dtype: str, name: str = "") -> float:
         raise KvroofError(
             f"{where}unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_BYTES)})"
         ) from None
+
+
+def one_of(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Refuse ``value`` unless it is one of ``choices`` (a setting's names)."""
+    if value not in choices:
+        raise KvroofError(f"{name}: expected one of {', '.join(choices)}, got {value!r}")
 
 
 def scalar_or_array(array: FloatArray) -> Any:

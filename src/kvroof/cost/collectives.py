@@ -20,15 +20,13 @@ A prefill of ``T`` tokens runs two all-reduces per layer (after attention and af
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import scalar_or_array
-
-if TYPE_CHECKING:
-    from kvroof.cost.deployment import Deployment
+from kvroof.cost.deployment_settings import DeploymentSettings
 
 __all__ = [
     "ACTIVATION_BYTES",
@@ -47,7 +45,7 @@ DEFAULT_COLLECTIVE_LATENCY = 10e-6
 measured small-message all-reduce times on NVLink systems, nccl-tests; an assumption)."""
 
 
-def collective_bandwidth(dep: Deployment) -> float:
+def collective_bandwidth(dep: DeploymentSettings) -> float:
     """Bus bandwidth (bytes/s) of collectives among the deployment's TP ranks."""
     acc = dep.accelerator
     if acc.allreduce_bandwidth is not None:
@@ -57,13 +55,14 @@ def collective_bandwidth(dep: Deployment) -> float:
     return dep.link.peak_bandwidth
 
 
-def collective_latency(dep: Deployment) -> float:
+def collective_latency(dep: DeploymentSettings) -> float:
     """Seconds of one small collective among the TP ranks."""
     latency = dep.accelerator.allreduce_latency
     return DEFAULT_COLLECTIVE_LATENCY if latency is None else latency
 
 
-def allreduce_time(dep: Deployment, new_tokens: ArrayLike, share: ArrayLike = 1.0) -> Any:
+def allreduce_time(dep: DeploymentSettings, new_tokens: ArrayLike,
+                   share: ArrayLike = 1.0) -> Any:
     """TP all-reduce seconds of a prefill of ``new_tokens`` tokens (0 for TP 1 or with
     ``allreduce`` off). ``share`` is the request's share of the per-collective latency when the
     collectives are shared by an iteration of more tokens (``T / N``)."""
@@ -77,7 +76,7 @@ def allreduce_time(dep: Deployment, new_tokens: ArrayLike, share: ArrayLike = 1.
     return scalar_or_array(np.where(t > 0, 2.0 * dep.model.num_layers * each, 0.0))
 
 
-def broadcast_time(dep: Deployment, size: ArrayLike) -> Any:
+def broadcast_time(dep: DeploymentSettings, size: ArrayLike) -> Any:
     """Seconds to broadcast ``size`` bytes from one rank to the others of the TP group."""
     s = np.asarray(size, dtype=np.float64)
     if dep.tp == 1:
@@ -86,7 +85,7 @@ def broadcast_time(dep: Deployment, size: ArrayLike) -> Any:
                                     + s / collective_bandwidth(dep), 0.0))
 
 
-def allgather_time(dep: Deployment, size: ArrayLike) -> Any:
+def allgather_time(dep: DeploymentSettings, size: ArrayLike) -> Any:
     """Seconds to all-gather ``size`` bytes in total (``size / TP`` from each rank)."""
     s = np.asarray(size, dtype=np.float64)
     n = dep.tp

@@ -20,21 +20,16 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import token_count
+from kvroof.cost.compute import ComputeBreakdown, roofline_breakdown
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.flops import (
-    capped_positions,
-    decode_flops,
-    decode_flops_sum,
-    flop_terms,
-    prefill_flops,
-    prefill_flops_total,
-)
+from kvroof.cost.flop_terms import decode_flops_sum, flop_terms, prefill_flops_total
+from kvroof.cost.flops import decode_flops, prefill_flops
+from kvroof.cost.pairs import capped_positions
 from kvroof.cost.terms import kv_read, roofline, transfer_parts
-from kvroof.cost.timing import ComputeBreakdown, roofline_breakdown
 from kvroof.errors import KvroofError
 
 if TYPE_CHECKING:
-    from kvroof.cost.terms import CostTerms
+    from kvroof.cost.deployment_terms import CostTerms
 
 __all__ = ["IterationCost", "IterationModel", "iteration_cost"]
 

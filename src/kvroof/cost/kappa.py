@@ -45,31 +45,29 @@ transfer-bound for every larger ``K``):
 
 The tests check the closed form against the root finder where both apply and the root finder
 against token-by-token scans where only it does.
+
+Paper mode is :mod:`kvroof.cost.paper_kappa`, the full-mode result :mod:`kvroof.cost.kappa_result`,
+the algebra of the affine pieces :mod:`kvroof.cost.affine_crossover` and the inverse solvers
+(required bandwidth, transfer-bound compute) :mod:`kvroof.cost.thresholds`; their names are
+re-exported here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import (
-    FloatArray,
-    nonnegative,
-    positive,
-    scalar_or_array,
-    token_count,
-    token_value,
-)
+from kvroof.cost.affine_crossover import crossover_of_pieces, last_compute_bound, max_of
+from kvroof.cost.checks import FloatArray, scalar_or_array, token_value
+from kvroof.cost.compute import compute_time, iteration_tokens_for
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.kv import kv_bytes_per_token
-from kvroof.cost.params import param_counts
+from kvroof.cost.kappa_result import KappaResult
+from kvroof.cost.paper_kappa import PaperKappa, kappa_paper, kappa_paper_for
 from kvroof.cost.terms import compute_parts, transfer_parts
-from kvroof.cost.timing import compute_time, iteration_tokens_for
+from kvroof.cost.thresholds import SolveResult, required_bandwidth, transfer_bound_compute
 from kvroof.cost.transfer import transfer_breakdown, transfer_time
 from kvroof.errors import KvroofError
 
@@ -89,132 +87,6 @@ __all__ = [
 Method = Literal["auto", "closed-form", "root-finding"]
 _K_REF = float(2**30)  # where the affine pieces of an affine deployment are read
 _DENSE_CHUNK = 1 << 16  # up to this many residues (or head tokens) are scanned one by one
-_NEVER = "never transfer-bound at this T: each cached token adds at least as much compute " \
-         "time (attention over it, or reading its KV from HBM) as it costs to load"
-_BAND = "not transfer-bound at large K: a fixed per-request transfer cost makes small K " \
-        "transfer-bound, but each cached token adds more compute than transfer"
-
-
-# -- paper mode -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PaperKappa:
-    """The paper's three factors (SI: FLOP/B, B/FLOP, dimensionless) and their inputs."""
-
-    kappa_model: Any
-    kappa_hw: Any
-    kappa_crit: Any
-    active_params: Any
-    kv_bytes_per_token: Any
-    bandwidth: Any
-    compute: Any
-
-
-def kappa_paper(
-    active_params: ArrayLike, kv_bytes_per_token: ArrayLike, bandwidth: ArrayLike,
-    compute: ArrayLike,
-) -> PaperKappa:
-    """kappa_M = 2 N / B_kv, kappa_HW = BW / C, kappa_crit = their product (broadcasts)."""
-    n = positive("active_params", active_params)
-    b_kv = positive("kv_bytes_per_token", kv_bytes_per_token)
-    bw = positive("bandwidth", bandwidth)
-    c = positive("compute", compute)
-    kappa_m = 2.0 * n / b_kv
-    kappa_hw = bw / c
-    return PaperKappa(
-        kappa_model=scalar_or_array(kappa_m),
-        kappa_hw=scalar_or_array(kappa_hw),
-        kappa_crit=scalar_or_array(kappa_m * kappa_hw),
-        active_params=scalar_or_array(n),
-        kv_bytes_per_token=scalar_or_array(b_kv),
-        bandwidth=scalar_or_array(bw),
-        compute=scalar_or_array(c),
-    )
-
-
-def kappa_paper_for(dep: Deployment) -> PaperKappa:
-    """Paper mode for a deployment: the model's published active parameters (computed ones
-    when none are published), B_kv in ``dep.kv_dtype``, the per-GPU link bandwidth times
-    ``link_efficiency`` (no DRAM bound, no latency) and the per-GPU peak compute (no TP, no
-    attention, no HBM roof), times ``compute_efficiency`` only where one is set or calibrated:
-    the paper's inputs are peaks, so the published achievable-matmul default is not applied."""
-    model = dep.model
-    active = model.published.active if model.published else param_counts(model).active
-    bandwidth = np.asarray(dep.link_bandwidth) * np.asarray(dep.link_efficiency)
-    return kappa_paper(active, kv_bytes_per_token(model, dep.kv_dtype), bandwidth,
-                       dep.paper_compute)
-
-
-# -- full mode --------------------------------------------------------------------------------
-class KappaResult:
-    """kappa_crit (full mode) for each T: ``inf`` where prefill is never transfer-bound.
-
-    ``reason`` (why kappa_crit is ``inf``; ``""`` where it is finite) is built when read: a
-    string for a scalar, an object array of references to two shared strings for an array."""
-
-    __slots__ = ("_band", "crossover_tokens", "kappa_crit", "method", "never_transfer_bound",
-                 "new_tokens")
-
-    def __init__(self, new_tokens: Any, kappa_crit: Any, crossover_tokens: Any,
-                 never_transfer_bound: Any, band: Any, method: str) -> None:
-        self.new_tokens = new_tokens
-        self.kappa_crit = kappa_crit
-        self.crossover_tokens = crossover_tokens
-        self.never_transfer_bound = never_transfer_bound
-        self._band = band
-        self.method = method
-
-    def __repr__(self) -> str:
-        return (f"KappaResult(new_tokens={self.new_tokens!r}, kappa_crit={self.kappa_crit!r}, "
-                f"never_transfer_bound={self.never_transfer_bound!r}, method={self.method!r})")
-
-    @property
-    def reason(self) -> Any:
-        never = self.never_transfer_bound
-        if isinstance(never, bool):
-            return (_BAND if self._band else _NEVER) if never else ""
-        reasons = _reasons(never, self._band)
-        return reasons
-
-    def _repr_html_(self) -> str:
-        from kvroof.display import array_summary, html_table, number
-
-        if isinstance(self.never_transfer_bound, bool):
-            rows = [["new tokens T", number(self.new_tokens)],
-                    ["kappa_crit", "never transfer-bound" if self.never_transfer_bound
-                     else number(self.kappa_crit)],
-                    ["crossover K*", number(self.crossover_tokens)],
-                    ["method", self.method]]
-            if self.reason:
-                rows.append(["why", self.reason])
-            return html_table(rows, "kappa_crit (full mode)")
-        never = np.asarray(self.never_transfer_bound)
-        rows = [array_summary("kappa_crit", self.kappa_crit),
-                ["never transfer-bound", f"{int(never.sum())} of {never.size}"],
-                ["method", self.method]]
-        return html_table(rows, "kappa_crit grid (full mode); to_frame() for every point")
-
-    def to_frame(self) -> Any:
-        """A pandas DataFrame with one row per point: ``new_tokens``, ``kappa_crit``,
-        ``crossover_tokens``, ``never_transfer_bound`` and ``reason``."""
-        from kvroof.display import require_pandas
-
-        pandas = require_pandas()
-        shape = np.shape(self.kappa_crit)
-        columns = {name: np.broadcast_to(np.asarray(value), shape).ravel()
-                   for name, value in self.as_dict().items() if name != "method"}
-        frame = pandas.DataFrame(columns)
-        frame["method"] = self.method
-        return frame
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "new_tokens": self.new_tokens,
-            "kappa_crit": self.kappa_crit,
-            "crossover_tokens": self.crossover_tokens,
-            "never_transfer_bound": self.never_transfer_bound,
-            "reason": self.reason,
-            "method": self.method,
-        }
 
 
 def _difference(dep: Deployment, t: Any, k: Any) -> Any:
@@ -264,53 +136,13 @@ def _pieces(dep: Deployment, t: Any, k1: Any = None,
     return a, b, c, s
 
 
-def _reasons(never: Any, band: Any = False) -> Any:
-    """Why each kappa_crit is inf ('' where it is finite), as an object array (one reference
-    per element, not a copy of the text)."""
-    never_arr = np.asarray(never, dtype=bool)
-    reasons = np.full(never_arr.shape, "", dtype=object)
-    reasons[never_arr] = _NEVER
-    reasons[np.broadcast_to(np.asarray(band, dtype=bool), never_arr.shape) & never_arr] = _BAND
-    return reasons
-
-
-def crossover_of_pieces(a: Any, b: Any, c: Any, s: Any) -> Any:
-    """Smallest ``K >= 0`` from which ``max_j(a_j + b_j K) >= max_i(c_i + s_i K)`` holds for every
-    larger ``K`` (``inf`` when it never does for large ``K``). Pieces are sequences (or arrays
-    with the pieces on axis 0); each piece broadcasts."""
-    result: Any = 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for ci, si in zip(c, s, strict=True):
-            top: Any = np.inf
-            bottom: Any = -np.inf
-            for aj, bj in zip(a, b, strict=True):
-                gap = bj - si
-                head = ci - aj
-                ratio = head / np.where(gap != 0, gap, 1.0)
-                top = np.minimum(top, np.where(gap > 0, ratio,
-                                               np.where((gap == 0) & (head <= 0), -np.inf,
-                                                        np.inf)))
-                bottom = np.maximum(bottom, np.where(gap < 0, ratio, -np.inf))
-            k_i = np.where(np.isposinf(top), np.inf,
-                           np.where((top <= 0) | (bottom >= top), 0.0, top))
-            result = np.maximum(result, k_i)
-    return result
-
-
 def _closed_form(dep: Deployment, t: Any) -> tuple[Any, Any]:
     """K* (start of the transfer-bound region that extends to any K) and the 'band' flags (a
     fixed per-request cost makes small K transfer-bound)."""
     a, b, c, s = _pieces(dep, t)
     k_star = crossover_of_pieces(a, b, c, s)
-    band = _max_of(a) >= _max_of(c)
+    band = max_of(a) >= max_of(c)
     return k_star, band
-
-
-def _max_of(values: list[Any]) -> Any:
-    result = values[0]
-    for value in values[1:]:
-        result = np.maximum(result, value)
-    return result
 
 
 def _saturation(dep: Deployment, t: FloatArray) -> FloatArray:
@@ -368,25 +200,6 @@ def _scan(dep: Deployment, t: FloatArray, top: FloatArray, points: int = 96) -> 
     return np.where((last_below == 0) & (diff[1] >= 0), 0.0, result)
 
 
-def _last_compute_bound(a: Any, b: Any, c: Any, s: Any, k: Any, chunk: float) -> Any:
-    """On the residue of ``k`` mod ``chunk``, with the sides affine there (pieces ``a, b, c,
-    s``): the last integer ``K`` of that residue at which compute exceeds transfer, or -inf.
-    Compute exceeds transfer where some roof does, and below each roof the transfer lies on one
-    interval, whose right end :func:`crossover_of_pieces` gives."""
-    residue = np.mod(k, chunk)
-    result: Any = -np.inf
-    for ci, si in zip(c, s, strict=True):
-        end = crossover_of_pieces(a, b, [ci], [si])
-        with np.errstate(invalid="ignore"):
-            steps = np.ceil((end - residue) / chunk) - 1.0
-            candidate = residue + chunk * np.maximum(steps, 0.0)
-        x = _max_of([aj + bj * candidate for aj, bj in zip(a, b, strict=True)])
-        below = (x < ci + si * candidate) & np.isfinite(end) & (end > 0) & (candidate > 0) \
-            & (steps >= 0)
-        result = np.maximum(result, np.where(below, candidate, -np.inf))
-    return result
-
-
 def _chunk_tail(dep: Deployment, t: FloatArray, chunk: float, k0: FloatArray) -> FloatArray:
     """The last integer ``K >= k0`` at which prefill is compute-bound, over every residue of
     ``chunk`` (-inf when none; inf when some residue never turns transfer-bound). Residues are
@@ -402,7 +215,7 @@ def _chunk_tail(dep: Deployment, t: FloatArray, chunk: float, k0: FloatArray) ->
         r = residues[start:start + batch].reshape((-1,) + (1,) * len(shape))
         a, b, c, s = _pieces(dep, t, base + r, 2 * base + r)
         never = np.logical_or(never, np.any(np.isinf(crossover_of_pieces(a, b, c, s)), axis=0))
-        found = _last_compute_bound(a, b, c, s, r + np.zeros(shape), chunk)
+        found = last_compute_bound(a, b, c, s, r + np.zeros(shape), chunk)
         last = np.maximum(last, np.max(np.where(found >= k0, found, -np.inf), axis=0))
     result: FloatArray = np.where(never, np.inf, last)
     return result
@@ -513,7 +326,7 @@ def max_new_tokens_for_crossover(dep: Deployment, t_max: float = 1e12) -> Any:
         far = _far(_saturation(dep, t_arr))
         _, b, _, s = _pieces(dep, t_arr) if _is_affine(dep) else _pieces(
             dep, t_arr, far, 2 * far)
-        result: FloatArray = _max_of(b) - _max_of(s)
+        result: FloatArray = max_of(b) - max_of(s)
         return result
 
     grid = np.geomspace(1e-2, t_max, 300)
@@ -533,78 +346,3 @@ def max_new_tokens_for_crossover(dep: Deployment, t_max: float = 1e12) -> Any:
         hi = np.where(positive_here, hi, mid)
     result = np.where(at_top, np.inf, np.where(any_crossing, np.exp(lo), 0.0))
     return scalar_or_array(result)
-
-
-# -- inverse solvers --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SolveResult:
-    """A solved quantity (SI) and, where there is no solution, ``inf``/``0`` and why."""
-
-    value: Any
-    reason: Any
-
-
-def _bisect_log(
-    predicate: Any, lo: float, hi: float, shape: tuple[int, ...], iterations: int = 100
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Smallest x in [lo, hi] (log scale) with predicate(x) true, assuming it is monotone."""
-    lo_arr = np.full(shape, np.log(lo))
-    hi_arr = np.full(shape, np.log(hi))
-    ok_hi = np.broadcast_to(predicate(np.exp(hi_arr)), shape)
-    ok_lo = np.broadcast_to(predicate(np.exp(lo_arr)), shape)
-    for _ in range(iterations):
-        mid = 0.5 * (lo_arr + hi_arr)
-        ok = np.broadcast_to(predicate(np.exp(mid)), shape)
-        hi_arr = np.where(ok, mid, hi_arr)
-        lo_arr = np.where(ok, lo_arr, mid)
-    return np.exp(hi_arr), ok_lo, ok_hi
-
-
-def required_bandwidth(
-    dep: Deployment, new_tokens: ArrayLike, kappa_ratio: ArrayLike
-) -> SolveResult:
-    """Per-GPU host-link bandwidth (bytes/s, before ``link_efficiency``; what ``bandwidth=``
-    takes) at which a request with ``K = kappa_ratio x T`` is exactly compute-bound.
-
-    ``inf`` when no link bandwidth suffices (host DRAM share, per-copy latency or a tier path
-    bounds the transfer)."""
-    t = token_count("new_tokens", new_tokens, at_least_one=True)
-    k = nonnegative("kappa_ratio", kappa_ratio) * t
-    c = np.asarray(compute_time(dep, t, k))
-    shape = np.broadcast_shapes(c.shape, k.shape)
-
-    def fast_enough(bw: FloatArray) -> Any:
-        return np.asarray(transfer_time(dataclasses.replace(dep, bandwidth=bw), k, t)) <= c
-
-    value, ok_lo, ok_hi = _bisect_log(fast_enough, 1e3, 1e18, shape)
-    value = np.where(ok_lo, 0.0, np.where(ok_hi, value, np.inf))
-    reason = np.where(ok_hi, "", "no link bandwidth suffices: host DRAM, latency or a tier "
-                                 "bounds the transfer")
-    return SolveResult(scalar_or_array(value), str(reason) if reason.ndim == 0 else reason)
-
-
-def transfer_bound_compute(
-    dep: Deployment, new_tokens: ArrayLike, kappa_ratio: ArrayLike
-) -> SolveResult:
-    """Per-GPU peak compute (FLOP/s, before the compute efficiency; what ``compute=`` takes)
-    above which a request with ``K = kappa_ratio x T`` turns transfer-bound.
-
-    ``inf`` when no compute makes it transfer-bound (the HBM reads or the TP all-reduces alone
-    outlast the transfer)."""
-    t = token_count("new_tokens", new_tokens, at_least_one=True)
-    k = nonnegative("kappa_ratio", kappa_ratio) * t
-    x = np.asarray(transfer_time(dep, k, t))
-    shape = np.broadcast_shapes(x.shape, t.shape)
-    keep = dep.compute_efficiency
-    if keep is None and dep.calibration is None:
-        keep = dep.default_compute_efficiency  # the efficiency stays that of this accelerator
-
-    def transfer_bound(c: FloatArray) -> Any:
-        changed = dataclasses.replace(dep, compute=c, compute_efficiency=keep)
-        return np.asarray(compute_time(changed, t, k)) < x
-
-    value, ok_lo, ok_hi = _bisect_log(transfer_bound, 1e6, 1e21, shape)
-    value = np.where(ok_lo, 0.0, np.where(ok_hi, value, np.inf))
-    reason = np.where(ok_hi, "", "no compute makes it transfer-bound at this K/T (HBM reads "
-                                 "or all-reduces outlast the transfer)")
-    return SolveResult(scalar_or_array(value), str(reason) if reason.ndim == 0 else reason)

@@ -16,10 +16,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from kvroof.cost.checks import dtype_bytes
-from kvroof.cost.deployment import Deployment
+from kvroof.cost.checks import dtype_bytes, token_value
+from kvroof.cost.deployment_settings import DeploymentSettings
+from kvroof.cost.deployment_terms import kv_terms
 from kvroof.cost.groups import tp_problem
-from kvroof.cost.transfer import kv_peak_bytes_per_rank
+from kvroof.cost.kv_terms import peak
 from kvroof.errors import KvroofError
 from kvroof.units import Kind, format_quantity
 
@@ -46,27 +47,30 @@ class MemoryFit:
         return self.needed <= self.usable
 
 
-def valid_tp_degrees(dep: Deployment, limit: int = 64) -> list[int]:
+def valid_tp_degrees(dep: DeploymentSettings, limit: int = 64) -> list[int]:
     """TP degrees the model's heads allow (dividing the attention heads; dividing or a multiple
     of the KV heads), up to the system's GPUs (or ``limit`` without a system)."""
     top = dep.system.num_accelerators if dep.system is not None else limit
     return [tp for tp in range(1, top + 1) if not tp_problem(dep.model, tp)]
 
 
-def memory_fit(dep: Deployment, kv_tokens: float | None = None) -> MemoryFit:
+def memory_fit(dep: DeploymentSettings, kv_tokens: float | None = None) -> MemoryFit:
     """Weights per rank plus the KV of ``kv_tokens`` tokens (default: the deployment's
     ``kv_reserve_tokens``) against the usable HBM."""
     tokens = dep.kv_reserve_tokens if kv_tokens is None else max(kv_tokens,
                                                                   dep.kv_reserve_tokens)
+    # the most KV bytes one rank holds over the sequence (as
+    # kvroof.cost.transfer.kv_peak_bytes_per_rank, from the KV terms alone)
+    kv_peak = peak(kv_terms(dep)["hold"], token_value("tokens", tokens))
     return MemoryFit(
         weights=dep.weight_bytes.total,
-        kv_reserve=float(kv_peak_bytes_per_rank(dep, tokens)),
+        kv_reserve=float(kv_peak),
         usable=dep.accelerator.hbm_capacity * dep.memory_utilization,
         weight_dtype=dep.weight_dtype or dep.model.weights.dtype,
     )
 
 
-def _alternatives(dep: Deployment, kv_tokens: float | None) -> str:
+def _alternatives(dep: DeploymentSettings, kv_tokens: float | None) -> str:
     """What would fit: a larger TP on this hardware, or a smaller weight dtype."""
     ideas = []
     for tp in valid_tp_degrees(dep):
@@ -92,7 +96,7 @@ def _alternatives(dep: Deployment, kv_tokens: float | None) -> str:
     return "it fits with " + " or ".join(ideas)
 
 
-def check_fit(dep: Deployment, kv_tokens: float | None = None) -> MemoryFit:
+def check_fit(dep: DeploymentSettings, kv_tokens: float | None = None) -> MemoryFit:
     """The fit, or a one-line :class:`KvroofError` naming the bytes and what would fit."""
     fit = memory_fit(dep, kv_tokens)
     if fit.fits:
@@ -108,7 +112,7 @@ def check_fit(dep: Deployment, kv_tokens: float | None = None) -> MemoryFit:
     )
 
 
-def fit_problem(dep: Deployment, kv_tokens: float | None = None) -> str:
+def fit_problem(dep: DeploymentSettings, kv_tokens: float | None = None) -> str:
     """"" when the deployment fits; else a short "does not fit (...)" note for tables and
     figure captions."""
     fit = memory_fit(dep, kv_tokens)

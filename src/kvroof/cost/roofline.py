@@ -21,10 +21,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import nonnegative, scalar_or_array, token_count
+from kvroof.cost.compute import compute_breakdown
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
-from kvroof.cost.kappa import kappa_paper_for
-from kvroof.cost.timing import compute_breakdown, ttft
+from kvroof.cost.paper_kappa import kappa_paper_for
+from kvroof.cost.timing import ttft
 from kvroof.cost.transfer import transfer_breakdown
 
 __all__ = ["RequestIntensities", "RooflinePoints", "link_intensity", "offload_roofline",

@@ -31,8 +31,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kvroof.cost.checks import token_count
+from kvroof.cost.compute import compute_time
 from kvroof.cost.deployment import Deployment
-from kvroof.cost.timing import compute_time
 from kvroof.cost.transfer import transfer_time
 from kvroof.errors import KvroofError
 

@@ -21,7 +21,7 @@ saving the ``T`` new tokens' KV back (write-back).
 Tiers: with ``tier_fractions`` a share of the tokens comes from other tiers (CXL, NVMe, remote).
 Each tier's path gives it ``count x link bandwidth x link_efficiency / GPUs loading``; tiers that
 share the GPU's host link also count on the host-to-device path, with host DRAM. A used tier
-adds its access latency once per request.
+adds its access latency once per request (:mod:`kvroof.cost.tiers`).
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from kvroof.cost.checks import FloatArray, scalar_or_array, token_count, token_value
+from kvroof.cost.checks import scalar_or_array, token_count, token_value
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kv_terms import evaluate, peak
 from kvroof.cost.terms import slowest_path_time, transfer_parts
+from kvroof.cost.tiers import tier_paths
 
 __all__ = ["TransferBreakdown", "kv_bytes_per_rank", "kv_peak_bytes_per_rank",
            "load_bytes_per_rank", "load_share", "rank_share", "transfer_breakdown",
@@ -126,13 +127,14 @@ def transfer_breakdown(
     names = list(parts.names)
     latency_time = np.asarray(parts.latency_time, dtype=np.float64)
     if terms.tiers:
-        over_link, from_dram, tier_paths, access = _tiers(
-            dep, np.asarray(parts.load, dtype=np.float64),
+        over_link, from_dram, tiers, access = tier_paths(
+            dep.system, dep.tier_fractions, dep.tier_links, dep.num_gpus_loading,
+            np.asarray(parts.load, dtype=np.float64),
             np.asarray(dep.link_efficiency, dtype=np.float64))
         save = np.asarray(parts.save, dtype=np.float64)
         paths = [over_link / terms.h2d, save / terms.d2h, (over_link + save) / terms.both,
                  (from_dram + save) / terms.dram]
-        for name, time in tier_paths:
+        for name, time in tiers:
             paths.append(time)
             names.append(name)
         latency_time = latency_time + np.where(k > 0, access, 0.0)
@@ -145,29 +147,6 @@ def transfer_breakdown(
         scale_up_time=scalar_or_array(np.asarray(parts.scale_up, dtype=np.float64)),
         latency_time=scalar_or_array(latency_time),
     )
-
-
-def _tiers(
-    dep: Deployment, size: FloatArray, efficiency: FloatArray
-) -> tuple[FloatArray, FloatArray, list[tuple[str, FloatArray]], float]:
-    """Bytes over the host link, bytes from host DRAM, each used tier's path time, and the
-    largest access latency among the used tiers."""
-    assert dep.system is not None
-    tiers = {tier.name: tier for tier in dep.system.tiers}
-    dram_fraction = 1.0 - sum(dep.tier_fractions.values())
-    over_link = dram_fraction * size
-    paths: list[tuple[str, FloatArray]] = []
-    access = 0.0
-    for name, fraction in dep.tier_fractions.items():
-        if fraction == 0:
-            continue
-        tier, link = tiers[name], dep.tier_links[name]
-        path = tier.count * link.peak_bandwidth * efficiency / dep.num_gpus_loading
-        paths.append((f"tier {name}", fraction * size / path))
-        if tier.shares_host_link:
-            over_link = over_link + fraction * size
-        access = max(access, link.latency)
-    return over_link, dram_fraction * size, paths, access
 
 
 def transfer_time(
