@@ -42,8 +42,8 @@ def test_stats_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["kind"] == "workload_stats"
     assert data["count"] == 8 and data["synthetic"] is False
     assert data["cached_tokens"]["p50"] == 1607.5
-    # kappa = K/T per row: 0, 1060/12 = 88.3, 1167/30 = 38.9, 0, 2048/16 = 128,
-    # 2048/22 = 93.1, 64000/9 = 7111, 5000/0 = inf; sorted, p99 sits at position
+    # kappa = K/T per row: 0, 0, 2048/16 = 128, 2048/22 = 93.1, 64000/9 = 7111,
+    # 5000/0 = inf, 1060/12 = 88.3, 1167/30 = 38.9; sorted, p99 sits at position
     # 0.99 x 7 = 6.93, between 7111 and inf -> inf, printed as JSON null
     assert data["kappa_ratio"]["p99"] is None and data["kappa_ratio"]["infinite"] == 1
 

@@ -44,7 +44,8 @@ def test_samples_are_small_and_load() -> None:
     [
         ("", "empty file"),
         ('{"a": 1}\n', r"cannot tell the format from the first record's fields \(a\)"),
-        ("{broken\n", "first line is not a JSON object"),
+        ("{broken\n", r"line 1: not valid JSON \(Expecting property name enclosed in double "
+                       r"quotes, column 2\), so the format cannot be told from it"),
         ("hello\n", "cannot tell the format"),
     ],
 )

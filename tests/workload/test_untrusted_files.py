@@ -127,7 +127,7 @@ def test_deep_nesting_and_huge_numbers_are_bad_records(tmp_path: Path) -> None:
     with pytest.raises(KvroofError, match=r"s.json: conversation 0: nested too deeply to read"):
         load_sharegpt(array)
     array.write_text("[" + "1" * 5000 + "]")
-    with pytest.raises(KvroofError, match=r"s.json: conversation 0: not valid JSON \(Exceeds"):
+    with pytest.raises(KvroofError, match=r"s.json: conversation 0: an integer too long to read"):
         load_sharegpt(array)
 
 
@@ -136,7 +136,8 @@ def test_cli_deep_first_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     path.write_text("{" + '"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
     assert main(["workload", "stats", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "first line is not a JSON object" in err
+    assert err.count("\n") == 1 and "x.jsonl: line 1: not valid JSON (Expecting ',' delimiter, " \
+        "column 9), so the format cannot be told from it" in err
 
 
 CONVERSATIONS = [

@@ -41,6 +41,8 @@ _UNITS = {"dram_cache": Kind.CAPACITY, "tier_cache": Kind.CAPACITY,
 def named_by_flag(error: KvroofError) -> KvroofError:
     """The error with a settings name replaced by its flag."""
     message = str(error)
+    if "prepare_trace(output_tokens=...)" in message:  # the library's argument, as a flag
+        return KvroofError(message.replace("prepare_trace(output_tokens=...)", "--output-tokens"))
     for name, flag in sorted(FLAGS.items(), key=lambda item: -len(item[0])):
         if message.startswith(name + ":"):
             rest = message[len(name):]

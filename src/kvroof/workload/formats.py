@@ -1,21 +1,27 @@
 """Pick a loader: by the ``format`` given, or guessed from the file's extension and content.
 
-Guessing reads at most the first 64 KiB (decompressed, for a gzip-compressed file): a file
-starting with ``[`` is ShareGPT; a ``.csv`` file (``.csv.gz`` too), or one whose first line is
-a CSV header with T and K columns, is a table; for JSON Lines the first line's fields decide
-(``conversations``: ShareGPT, one conversation per line; ``hash_ids``/``input_length``:
-mooncake, ``doc_id``: docqa, ``new_tokens``/``T``/``cached_tokens``/``K``: table). Anything
-else is an error that asks for the format.
+Guessing reads the first 64 KiB (decompressed, for a gzip-compressed file), and the rest of
+the first record when a JSON Lines file's is longer: a file starting with ``[`` is ShareGPT; a
+``.csv`` file (``.csv.gz`` too), or one whose first line is a CSV header with T and K columns,
+is a table; for JSON Lines the first record's fields decide (``conversations``: ShareGPT, one
+conversation per line; ``hash_ids``/``input_length``: mooncake, ``doc_id``: docqa,
+``new_tokens``/``T``/``cached_tokens``/``K``: table). The fields are read leniently (a key
+written twice, an integer too long to convert), so that the loader reports such a first record
+as it reports any other (naming the line and what is wrong; ``skip_bad`` skips it); a first
+record that is not JSON at all is an error naming its line and what is wrong. Anything else is
+an error that asks for the format.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, TextIO, get_args
 
 from kvroof.errors import KvroofError, clip, short_repr
+from kvroof.workload import reading
 from kvroof.workload.docqa import load_docqa
 from kvroof.workload.mooncake import load_mooncake
 from kvroof.workload.reading import (
@@ -58,9 +64,12 @@ def guess_format(path: str | Path) -> str:
     with open_text(file) as handle:
         try:
             head = handle.read(_PROBE_CHARS)
+            text = head.lstrip()
+            lineno = head.count("\n", 0, len(head) - len(text)) + 1  # of the first record
+            if text.startswith("{") and "\n" not in text and len(head) == _PROBE_CHARS:
+                text += _rest_of_line(handle, file, lineno, len(text))
         except UnicodeDecodeError:
             raise utf8_error(file, 1) from None
-    text = head.lstrip()
     if not text:
         raise KvroofError(f"{file}: empty file")
     if text.startswith("["):
@@ -68,14 +77,7 @@ def guess_format(path: str | Path) -> str:
     if plain_name(file).suffix.lower() == ".csv":
         return "table"
     if text.startswith("{"):
-        first_line = text.split("\n", 1)[0]
-        try:
-            record = json_record(first_line)
-        except BadRecordError:
-            raise KvroofError(
-                f"{file}: cannot tell the format: the first line is not a JSON object; "
-                f"give the format ({', '.join(FORMATS)})"
-            ) from None
+        record = _first_record(text.split("\n", 1)[0], file, lineno)
         if isinstance(record, dict):
             keys = {str(k).lower() for k in record}
             if "conversations" in keys:
@@ -97,6 +99,34 @@ def guess_format(path: str | Path) -> str:
     raise KvroofError(
         f"{file}: cannot tell the format; give it ({', '.join(FORMATS)})"
     )
+
+
+def _rest_of_line(handle: TextIO, file: Path, lineno: int, read: int) -> str:
+    """The rest of a first record longer than the probe (``read`` characters of it are read):
+    at most :data:`~kvroof.workload.reading.MAX_RECORD_CHARS` in all, as the loaders allow."""
+    limit = reading.MAX_RECORD_CHARS
+    rest = handle.readline(max(limit - read, 0) + 1)
+    if read + len(rest) > limit and not rest.endswith("\n"):
+        raise KvroofError(f"{file}: line {lineno} is longer than {limit:,} characters, the "
+                          "limit for one record")
+    return rest
+
+
+def _first_record(line: str, file: Path, lineno: int) -> Any:
+    """The first JSON Lines record, read only for its field names: leniently, so that a key
+    written twice or an integer too long to convert still tells the format (the loader then
+    reports that line like any other). Text that is not JSON is an error naming the line and
+    what is wrong."""
+    try:
+        return json.loads(line, parse_int=str)  # the last of two equal keys; digits as text
+    except (ValueError, RecursionError):
+        try:
+            json_record(line)
+            what = "not valid JSON"  # not reached: json_record fails where json.loads does
+        except BadRecordError as error:
+            what = str(error)
+        raise KvroofError(f"{file}: line {lineno}: {what}, so the format cannot be told "
+                          f"from it; give the format ({', '.join(FORMATS)})") from None
 
 
 def _csv_table_header(text: str) -> bool:

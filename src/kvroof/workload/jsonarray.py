@@ -114,7 +114,7 @@ class _Reader:
                 ) from None
             except ValueError as error:  # e.g. an integer of more than 4300 digits
                 raise KvroofError(
-                    f"{self.path}: {self.what} {index}: not valid JSON ({str(error)[:60]}); a "
+                    f"{self.path}: {self.what} {index}: {reading.json_value_error(error)}; a "
                     "broken array cannot be skipped"
                 ) from None
             # a number that reaches the end of the buffer may continue in the next chunk

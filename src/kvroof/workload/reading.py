@@ -18,6 +18,7 @@ import gzip
 import io
 import json
 import math
+import sys
 import warnings
 import zlib
 from collections.abc import Iterator, Mapping
@@ -37,6 +38,7 @@ __all__ = [
     "hash_id_chain",
     "iter_json_lines",
     "json_record",
+    "json_value_error",
     "lines",
     "one_of",
     "open_text",
@@ -195,7 +197,17 @@ def json_record(text: str) -> Any:
     except RecursionError:
         raise BadRecordError("nested too deeply to read") from None
     except ValueError as error:  # e.g. an integer of more than 4300 digits
-        raise BadRecordError(f"not valid JSON ({str(error)[:60]})") from None
+        raise BadRecordError(json_value_error(error)) from None
+
+
+def json_value_error(error: ValueError) -> str:
+    """What a ``ValueError`` of ``json.loads`` (other than a syntax error) says is wrong: in
+    practice an integer longer than Python converts (``sys.get_int_max_str_digits()``, 4,300
+    digits by default), which no token count or time can be."""
+    if "integer string conversion" in str(error):
+        limit = sys.get_int_max_str_digits()
+        return f"an integer too long to read (more than {limit:,} digits)"
+    return f"not valid JSON ({str(error)[:60]})"
 
 
 def utf8_error(path: Path, lineno: int) -> KvroofError:

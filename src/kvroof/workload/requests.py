@@ -176,11 +176,12 @@ def requests_from_workload(
             documents[g] = max(documents.get(g, 0), k)
     ids = _Ids()
     builder = TraceBuilder()
+    record_unit = "row" if kind == "table" else "request"  # a user turn, a question
     for i, (t, k, group) in enumerate(zip(new, cached, groups, strict=True)):
         prompt = t + k
         if prompt < 1:
-            raise KvroofError(f"{path or workload.name}: row {i + 1}: the prompt is empty "
-                              "(T + K = 0)")
+            raise KvroofError(f"{path or workload.name}: {record_unit} {i + 1}: the prompt is "
+                              "empty (T + K = 0)")
         key: str | None = group if group else None
         preload_tokens = 0
         if kind == "sharegpt":
@@ -201,7 +202,7 @@ def requests_from_workload(
         builder.times = array("d", times.tolist())
     unit = {"sharegpt": "conversation", "docqa": "document", "table": "row"}[kind]
     return builder.build(
-        timed, record_unit="row", path=path, name=workload.name,
+        timed, record_unit=record_unit, path=path, name=workload.name,
         source=f"{workload.source}; {block_tokens}-token prefix blocks built per {unit}",
         synthetic=workload.synthetic, skipped=workload.skipped,
     )

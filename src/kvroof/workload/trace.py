@@ -16,7 +16,7 @@ blocks it is made of. :class:`RequestTrace` holds, per request (columns, numpy a
 - ``preload_blocks``: how many leading blocks are in the host tier whenever the request looks
   for them (a table's K: "these tokens are cached", the seed paper's convention; a simulation
   puts them in host DRAM when the request is scheduled, so a long queue cannot evict them);
-- ``group_id`` (conversation or document) and ``record`` (the line, row or conversation number
+- ``group_id`` (conversation or document) and ``record`` (the line, row or request number
   in the source, for error messages; ``record_unit`` says which).
 
 :class:`TraceBuilder` collects requests one at a time for the builders of
