@@ -6,36 +6,53 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from importlib.util import find_spec
 
 import numpy as np
 import pytest
 
 import kvroof
 from kvroof.cli import main
+from kvroof.describe import spec_html
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry
 from kvroof.workload.records import Workload
 from kvroof.workload.stats import describe
 
 REG = Registry(use_env=False)
+# Tests of the optional extras skip where the extra is not installed (the README's test command
+# installs only the 'test' extra).
+needs_pandas = pytest.mark.skipif(
+    find_spec("pandas") is None,
+    reason="pandas is not installed: `pip install 'kvroof[pandas]'` runs this test")
+needs_ipywidgets = pytest.mark.skipif(
+    find_spec("ipywidgets") is None,
+    reason="ipywidgets is not installed: `pip install 'kvroof[notebook]'` runs this test")
 DEP = kvroof.deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, registry=REG)
 
 
 def test_html_of_specs_and_deployments() -> None:
     spec = REG.accelerator("h100")._repr_html_()
     assert "<table" in spec and "989.4 TFLOP/s" in spec and "nvidia.com" in spec
-    model = REG.model("qwen3-235b-a22b")._repr_html_()
+    model = spec_html(REG.model("qwen3-235b-a22b"))  # with its derived figures
     assert "kv_bytes_per_token" in model and "1.925e+05" in model
     text = DEP._repr_html_()
     assert "Qwen3-235B-A22B" in text and "usable" in text and "<script" not in text
 
 
-def test_html_and_frames_of_results() -> None:
+def test_html_of_results() -> None:
     scalar = kvroof.ttft(DEP, 128, 16384)
     assert f"{scalar.ttft:.4g} s" in scalar._repr_html_()
     t, k = np.array([[64.0], [128.0]]), np.array([[0.0, 1000.0, 65536.0]])
     grid = kvroof.ttft(DEP, t, k, "layerwise")
     assert "to_frame()" in grid._repr_html_()
+    assert "never transfer-bound" in kvroof.kappa_crit(DEP, 8192)._repr_html_()
+
+
+@needs_pandas
+def test_frames_of_results() -> None:
+    t, k = np.array([[64.0], [128.0]]), np.array([[0.0, 1000.0, 65536.0]])
+    grid = kvroof.ttft(DEP, t, k, "layerwise")
     frame = grid.to_frame()
     assert len(frame) == 6 and {"new_tokens", "cached_tokens", "ttft_s", "bound"} <= set(frame)
     row = frame.iloc[5]
@@ -45,17 +62,21 @@ def test_html_and_frames_of_results() -> None:
     kframe = kappa.to_frame()
     assert list(kframe.kappa_crit) == list(kappa.kappa_crit)
     assert kframe.reason.iloc[2].startswith("never")  # beyond T_max at TP 8
-    assert "never transfer-bound" in kvroof.kappa_crit(DEP, 8192)._repr_html_()
 
 
+WORK = Workload.from_columns([10, 20, 30], [100, 0, 600], output_tokens=[5, -1, 7], name="w")
+
+
+def test_html_of_workloads() -> None:
+    assert "p50" in WORK._repr_html_() and "3 requests" in WORK._repr_html_()
+
+
+@needs_pandas
 def test_frames_of_workloads() -> None:
-    work = Workload.from_columns([10, 20, 30], [100, 0, 600], output_tokens=[5, -1, 7],
-                                 name="w")
-    frame = work.to_frame()
+    frame = WORK.to_frame()
     assert list(frame.new_tokens) == [10, 20, 30] and list(frame.output_tokens) == [5, -1, 7]
-    stats = describe(work).to_frame()
+    stats = describe(WORK).to_frame()
     assert stats.loc["p50", "new_tokens"] == 20.0  # the median of 10, 20, 30
-    assert "p50" in work._repr_html_() and "3 requests" in work._repr_html_()
 
 
 def test_to_frame_without_pandas(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,8 +115,8 @@ def test_csv_output(capsys: pytest.CaptureFixture[str]) -> None:
         main(["kappa", "--model", "qwen3-235b-a22b", "--system", "dgx-h100", "--json", "--csv"])
 
 
+@needs_ipywidgets
 def test_explore_widgets_readout() -> None:
-    pytest.importorskip("ipywidgets")
     explorer = kvroof.explore(registry=REG, figure=False)
     controls = explorer.controls
     assert controls["tp"].value == 8  # the largest TP of the default deployment that fits
@@ -120,8 +141,8 @@ def test_explore_widgets_readout() -> None:
         explorer.readout.value
 
 
+@needs_ipywidgets
 def test_explore_draws_the_roofline() -> None:
-    pytest.importorskip("ipywidgets")
     explorer = kvroof.explore(registry=REG)
     assert explorer.image.value[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -27,6 +27,7 @@ from kvroof.outputs import (
 )
 from kvroof.report import ReportConfig, build_report
 from kvroof.specs.registry import Registry
+from tests.signal_children import sigint_raises
 
 REG = Registry(use_env=False)
 # a small report (one model, one hardware pair, 100 synthetic requests): a few seconds
@@ -78,7 +79,8 @@ def test_files_written_together_stay_together(tmp_path: Path) -> None:
 
 def test_ctrl_c_during_the_renames_waits_for_them(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A SIGINT that arrives between the two renames is held until both are done."""
+    """A SIGINT that arrives between the two renames is held until both are done (a real
+    SIGINT, raised in this process: :func:`sigint_raises` makes sure it is not ignored)."""
     first, second = tmp_path / "a.csv", tmp_path / "a.json"
     real_replace = os.replace
     calls: list[str] = []
@@ -90,13 +92,15 @@ def test_ctrl_c_during_the_renames_waits_for_them(tmp_path: Path,
             signal.raise_signal(signal.SIGINT)
 
     monkeypatch.setattr(outputs.os, "replace", replace_then_interrupt)
-    with pytest.raises(KeyboardInterrupt), replacing(first, second) as (t1, t2):
+    with sigint_raises(), pytest.raises(KeyboardInterrupt), \
+            replacing(first, second) as (t1, t2):
         t1.write_text("new csv")
         t2.write_text("new json")
     assert (first.read_text(), second.read_text()) == ("new csv", "new json")
     assert calls == [str(first), str(second)]
 
 
+@sigint_raises()
 def test_interrupts_deferred_restores_the_handler() -> None:
     before = signal.getsignal(signal.SIGINT)
     with interrupts_deferred():

@@ -6,8 +6,8 @@ run removes the temporaries that a killed run left behind.
 
 The commands run in a child Python that patches one function to send the signal to itself at
 a chosen moment, so each moment is hit every time; the child starts with SIGINT and SIGTERM at
-their defaults, so that an ignored SIGINT inherited from a background shell cannot make these
-tests pass vacuously."""
+their defaults and unblocked (:mod:`tests.signal_children`), so that an ignored SIGINT inherited
+from a background shell cannot make these tests pass vacuously."""
 
 from __future__ import annotations
 
@@ -16,23 +16,23 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from kvroof.outputs import remove_stale_temporaries, write_text
+from tests.signal_children import default_stop_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _default_signals() -> None:
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, signal.SIG_DFL)
-
-
-def run_patched(setup: str, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_patched(setup: str, *argv: str, cwd: Path,
+                preexec_fn: Callable[[], None] | None = default_stop_signals,
+                ) -> subprocess.CompletedProcess[str]:
     """``kvroof ARGV`` in a child that first runs ``setup`` (Python, with ``os``, ``signal``
-    and ``kill(sig)`` = send ``sig`` to itself)."""
+    and ``kill(sig)`` = send ``sig`` to itself); ``preexec_fn``: how the child's signals are
+    set up (the default: SIGINT and SIGTERM at their defaults, whatever this process has)."""
     script = textwrap.dedent("""\
         import os, signal, sys
         def kill(sig):
@@ -44,7 +44,7 @@ def run_patched(setup: str, *argv: str, cwd: Path) -> subprocess.CompletedProces
         """)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120, preexec_fn=_default_signals)
+                          cwd=cwd, env=env, timeout=120, preexec_fn=preexec_fn)
 
 
 def leftovers(folder: Path) -> list[Path]:

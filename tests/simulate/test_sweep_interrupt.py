@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.signal_children import default_stop_signals
+
 # eight points of about a second each (400 requests decoded one at a time, every iteration
 # stepped): the whole sweep takes several seconds more than a prompt stop may
 CONFIG = """
@@ -34,11 +36,6 @@ grid:
 PROMPT = 2.0
 """Seconds within which the sweep must end after the signal (it used to wait for every queued
 point: 108 s after a Ctrl-C at 8 s)."""
-
-
-def _defaults() -> None:
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, signal.SIG_DFL)
 
 
 def _group_alive(group: int) -> bool:
@@ -64,7 +61,7 @@ def test_a_stopped_sweep_stops_at_once_and_keeps_its_rows(
     child = subprocess.Popen(
         [sys.executable, "-m", "kvroof", "sweep", str(config), "--jobs", jobs, "-o",
          str(folder)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=_defaults,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_stop_signals,
         start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     assert child.stderr is not None
     seen = b""

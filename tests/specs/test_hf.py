@@ -177,7 +177,7 @@ def test_directory_path_reads_config_json(tmp_path: Path) -> None:
         ({"architectures": None}, "architectures", "missing field"),
         ({"num_hidden_layers": None}, "num_hidden_layers", "missing field"),
         ({"hidden_size": "big"}, "hidden_size", "expected an integer"),
-        ({"num_key_value_heads": 3}, "attention", "not divisible"),
+        ({"num_key_value_heads": 3}, "num_key_value_heads", "not divisible"),
         ({"mlp_only_layers": [3]}, "mlp_only_layers", "not supported"),
         # bool("no") is True: a string or list used to be taken for tied embeddings or not
         ({"tie_word_embeddings": "no"}, "tie_word_embeddings", "expected true or false, got 'no'"),

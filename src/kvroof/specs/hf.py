@@ -128,7 +128,7 @@ def _read(config: Mapping[str, Any] | str | Path) -> tuple[Mapping[str, Any], Pa
 def _attention(cfg: _Config) -> dict[str, Any]:
     heads = cfg.integer("num_attention_heads")
     if cfg.has("kv_lora_rank"):
-        q_lora = cfg.optional_int("q_lora_rank")
+        q_lora = cfg.optional_int("q_lora_rank", minimum=0)
         return {
             "kind": "mla",
             "num_heads": heads,
@@ -140,11 +140,19 @@ def _attention(cfg: _Config) -> dict[str, Any]:
         }
     kv_heads = cfg.optional_int("num_key_value_heads", heads)  # HF: absent means MHA
     assert kv_heads is not None
+    cfg.check_divides("num_key_value_heads", kv_heads, heads, "num_attention_heads")
     if cfg.has("head_dim"):
         head_dim = cfg.integer("head_dim")
     else:
         default = _HEAD_DIM_DEFAULT.get(cfg.architecture)
-        head_dim = cfg.integer("hidden_size") // heads if default is None else default
+        if default is None:
+            hidden = cfg.integer("hidden_size")
+            if heads > hidden:
+                raise cfg.error("num_attention_heads", f"{heads:,} heads exceed hidden_size "
+                                                       f"({hidden:,}), so hidden_size // heads "
+                                                       "is no head_dim")
+            default = hidden // heads
+        head_dim = default
         warnings.warn(
             f"{cfg.path or '<config dict>'}: head_dim missing; using {head_dim}, the "
             f"{cfg.architecture} default",
@@ -153,7 +161,7 @@ def _attention(cfg: _Config) -> dict[str, Any]:
         )
     kind = "mha" if kv_heads == heads else "mqa" if kv_heads == 1 else "gqa"
     qk_norm = cfg.architecture in _QK_NORM or (
-        bool(cfg.data.get("use_qk_norm")) and cfg.architecture not in _WEIGHTLESS_QK_NORM)
+        cfg.flag("use_qk_norm", False) and cfg.architecture not in _WEIGHTLESS_QK_NORM)
     attention: dict[str, Any] = {
         "kind": kind,
         "num_heads": heads,
@@ -164,7 +172,7 @@ def _attention(cfg: _Config) -> dict[str, Any]:
     if qk_norm and cfg.architecture in _QK_NORM_ALL_HEADS:
         attention["qk_norm_scope"] = "all_heads"
 
-    gated = cfg.data.get("attn_output_gate", cfg.architecture == "Qwen3NextForCausalLM")
+    gated = cfg.flag("attn_output_gate", cfg.architecture == "Qwen3NextForCausalLM")
     if gated and cfg.architecture in QWEN_LINEAR:
         attention["output_gate"] = True
     return attention
@@ -173,15 +181,16 @@ def _attention(cfg: _Config) -> dict[str, Any]:
 def _llama4_ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
     """Llama 4: every MoE layer has one shared expert as wide as the routed ones; with
     interleave_moe_layer_step > 1 the other layers are dense (intermediate_size_mlp)."""
-    step = cfg.optional_int("interleave_moe_layer_step", 1) or 1
-    moe_layers = cfg.optional_list("moe_layers")
+    step = cfg.optional_int("interleave_moe_layer_step", 1, maximum=num_layers) or 1
+    moe_layers = cfg.optional_int_list("moe_layers", minimum=0, maximum=num_layers - 1)
     if moe_layers is not None and moe_layers != list(range(step - 1, num_layers, step)):
         raise cfg.error("moe_layers", "only MoE on every interleave_moe_layer_step-th layer is "
                                       "supported")
     width = cfg.integer("intermediate_size")
+    experts = cfg.integer("num_local_experts")
     ffn: dict[str, Any] = {
-        "kind": "moe", "num_experts": cfg.integer("num_local_experts"),
-        "experts_per_token": cfg.integer("num_experts_per_tok"),
+        "kind": "moe", "num_experts": experts,
+        "experts_per_token": cfg.integer("num_experts_per_tok", maximum=experts),
         "expert_intermediate_size": width, "num_shared_experts": 1,
         "shared_expert_intermediate_size": width, "first_k_dense": 0,
         "dense_intermediate_size": cfg.integer("intermediate_size_mlp") if step > 1 else None,
@@ -194,37 +203,46 @@ def _llama4_ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
 def _ffn(cfg: _Config, num_layers: int) -> dict[str, Any]:
     if cfg.architecture in LLAMA4:
         return _llama4_ffn(cfg, num_layers)
-    if cfg.architecture in GEMMA4 and cfg.data.get("enable_moe_block"):
+    if cfg.architecture in GEMMA4 and cfg.flag("enable_moe_block", False):
         width = cfg.integer("intermediate_size")  # the dense MLP beside the experts
-        return {"kind": "moe", "num_experts": cfg.integer("num_experts"),
-                "experts_per_token": cfg.integer("top_k_experts"),
+        experts = cfg.integer("num_experts")
+        return {"kind": "moe", "num_experts": experts,
+                "experts_per_token": cfg.integer("top_k_experts", maximum=experts),
                 "expert_intermediate_size": cfg.integer("moe_intermediate_size"),
                 "num_shared_experts": 1, "shared_expert_intermediate_size": width,
                 "first_k_dense": 0, "dense_intermediate_size": None}
     experts_key = next(
         (k for k in ("n_routed_experts", "num_experts", "num_local_experts") if cfg.has(k)), None
     )
-    if experts_key is None or cfg.integer(experts_key) == 0:
+    experts = 0 if experts_key is None else cfg.integer(experts_key, minimum=0)
+    if experts == 0:  # no experts key, or 0 experts: a dense FFN
+        if experts_key is not None and not cfg.has("intermediate_size"):
+            raise cfg.error(experts_key, "0 experts means a dense FFN, but intermediate_size is "
+                                         "missing")
         return {"kind": "dense", "intermediate_size": cfg.integer("intermediate_size")}
-    if cfg.has("mlp_only_layers") and list(cfg.data["mlp_only_layers"]):
+    if cfg.optional_int_list("mlp_only_layers", minimum=0,
+                             maximum=num_layers - 1):
         raise cfg.error("mlp_only_layers", "dense layers between MoE layers are not supported")
     for key in ("decoder_sparse_step", "moe_layer_freq"):
         if cfg.has(key) and cfg.integer(key) != 1:
             raise cfg.error(key, "only every-layer MoE is supported, got "
                                  f"{short_repr(cfg.data[key])}")
     expert_size = cfg.integer("moe_intermediate_size", "intermediate_size")
-    shared = cfg.optional_int("n_shared_experts", cfg.optional_int("num_shared_experts", 0)) or 0
+    shared = cfg.optional_int("n_shared_experts", minimum=0)
+    if shared is None:
+        shared = cfg.optional_int("num_shared_experts", 0, minimum=0) or 0
     shared_size = expert_size if shared else 0
-    qwen_shared = cfg.optional_int("shared_expert_intermediate_size", 0) or 0
+    qwen_shared = cfg.optional_int("shared_expert_intermediate_size", 0, minimum=0) or 0
     gate = False
     if qwen_shared and not shared:  # Qwen MoE: one shared expert of this width, gated
         shared, shared_size, gate = 1, qwen_shared, True
-    first_dense = cfg.optional_int("first_k_dense_replace", 0) or 0
+    first_dense = cfg.optional_int("first_k_dense_replace", 0, minimum=0,
+                                   maximum=num_layers) or 0
     return {
         "kind": "moe",
-        "num_experts": cfg.integer(experts_key),
+        "num_experts": experts,
         "experts_per_token": cfg.integer("num_experts_per_tok", "experts_per_token",
-                                         "num_experts_per_token"),
+                                         "num_experts_per_token", maximum=experts),
         "expert_intermediate_size": expert_size,
         "num_shared_experts": shared,
         "shared_expert_intermediate_size": shared_size,
@@ -244,13 +262,16 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
             stacklevel=4,
         )
         return {"size": size, "period": 1, "offset": 0}
-    if not cfg.has("sliding_window") or cfg.data.get("use_sliding_window") is False:
+    if not cfg.has("sliding_window"):
+        return None
+    use = cfg.data.get("use_sliding_window")
+    if use is not None and not cfg.flag("use_sliding_window", True):
         return None
     if cfg.architecture in _USE_SLIDING_WINDOW:
-        if cfg.data.get("use_sliding_window") is not True:
+        if use is None:
             return None  # the class default, use_sliding_window False
         # layer i slides when i >= max_window_layers (default 28; Qwen2Config, Qwen3Config)
-        first = cfg.optional_int("max_window_layers", 28)
+        first = cfg.optional_int("max_window_layers", 28, minimum=0)
         assert first is not None
         if first >= num_layers:
             return None
@@ -274,17 +295,21 @@ _TORCH_DTYPES: Final = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"
 
 def _weights(cfg: _Config, moe: bool) -> dict[str, Any]:
     """The checkpoint's weight format from ``quantization_config`` (else ``torch_dtype``)."""
-    raw = cfg.data.get("torch_dtype") or cfg.data.get("dtype") or "bfloat16"
-    base = _TORCH_DTYPES.get(str(raw))
+    key = "torch_dtype" if cfg.has("torch_dtype") or not cfg.has("dtype") else "dtype"
+    raw = cfg.data[key] if cfg.has(key) else "bfloat16"
+    base = _TORCH_DTYPES.get(raw) if isinstance(raw, str) else None
     if base is None:
-        raise cfg.error("torch_dtype", f"unsupported dtype {str(raw)[:40]!r} (expected one of "
-                                       f"{', '.join(_TORCH_DTYPES)})")
+        raise cfg.error(key, f"unsupported dtype {short_repr(raw, 40)} (expected one of "
+                             f"{', '.join(_TORCH_DTYPES)})")
     quant = cfg.data.get("quantization_config")
     if quant is None:
         return {"dtype": base, "embeddings": base}
     if not isinstance(quant, Mapping):
         raise cfg.error("quantization_config", "expected a mapping")
-    method = str(quant.get("quant_method", ""))
+    method = quant.get("quant_method", "")
+    if not isinstance(method, str):
+        raise cfg.error("quantization_config.quant_method",
+                        f"expected a string, got {short_repr(method)}")
     if method == "fp8":
         return {"dtype": "fp8", "embeddings": base}
     if method == "mxfp4":
@@ -292,10 +317,13 @@ def _weights(cfg: _Config, moe: bool) -> dict[str, Any]:
             return {"dtype": base, "experts": "mxfp4", "embeddings": base}
         return {"dtype": "mxfp4", "embeddings": base}
     if method in ("awq", "gptq"):
-        bits = quant.get("bits", quant.get("w_bit"))
-        if bits not in (4, 8):
-            raise cfg.error("quantization_config.bits", f"expected 4 or 8 bits for {method}, "
-                                                        f"got {str(bits)[:20]!r}")
+        bits_key = "w_bit" if quant.get("bits") is None and quant.get("w_bit") is not None \
+            else "bits"
+        bits = quant.get(bits_key)
+        if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (4, 8):
+            raise cfg.error(f"quantization_config.{bits_key}", f"expected 4 or 8 bits for "
+                                                               f"{method}, got "
+                                                               f"{short_repr(bits, 20)}")
         return {"dtype": f"int{bits}", "embeddings": base}
     raise cfg.error("quantization_config.quant_method",
                     f"unsupported quantization {method[:40]!r} (supported: fp8, mxfp4, awq, gptq); "
@@ -312,11 +340,11 @@ def _vocab(cfg: _Config) -> int:
     return size
 
 
-def _name(data: Mapping[str, Any], path: Path | None, name: str | None) -> str:
-    candidate = name or str(data.get("_name_or_path") or "")
+def _name(cfg: _Config, path: Path | None, name: str | None) -> str:
+    candidate = name or cfg.optional_str("_name_or_path") or ""
     if not candidate and path is not None:
         candidate = path.parent.name if path.name == "config.json" else path.stem
-    candidate = candidate.rstrip("/").split("/")[-1] or str(data.get("model_type") or "model")
+    candidate = candidate.rstrip("/").split("/")[-1] or cfg.optional_str("model_type") or "model"
     return re.sub(r"[^A-Za-z0-9._+-]", "-", candidate).lower().lstrip(".-_+") or "model"
 
 
@@ -359,7 +387,7 @@ def model_from_hf_config(
     attention = _attention(cfg)
     weights = _weights(cfg, ffn["kind"] == "moe")
     fields: dict[str, Any] = {
-        "name": _name(data, path, name),
+        "name": _name(_Config(data, path, architecture), path, name),
         "display_name": name or "",
         "num_layers": num_layers,
         "hidden_size": cfg.integer("hidden_size"),
@@ -379,7 +407,7 @@ def model_from_hf_config(
         fields.update(kinds)
     if architecture in GEMMA3 | GEMMA4:  # input, post-attention, pre- and post-feedforward
         fields["norms_per_layer"] = 4
-    if architecture in GEMMA4 and cfg.optional_int("hidden_size_per_layer_input", 0):
+    if architecture in GEMMA4 and cfg.optional_int("hidden_size_per_layer_input", 0, minimum=0):
         fields["per_layer_input"] = {
             "hidden_size": cfg.integer("hidden_size_per_layer_input"),
             "vocab_size": cfg.integer("vocab_size_per_layer_input", "vocab_size")}

@@ -58,19 +58,21 @@ def _explicit_types(cfg: HFConfig, num_layers: int) -> list[str] | None:
     return [_TYPES[t] for t in raw]
 
 
+def _kimi_config(cfg: HFConfig) -> HFConfig:
+    return cfg.section("linear_attn_config", "a mapping with kda_layers and full_attn_layers")
+
+
 def _kimi_types(cfg: HFConfig, num_layers: int) -> list[str]:
-    config = cfg.data.get("linear_attn_config")
-    if not isinstance(config, dict):
-        raise cfg.error("linear_attn_config", "missing field (a mapping with kda_layers and "
-                                              "full_attn_layers)")
-    full = config.get("full_attn_layers")
-    kda = config.get("kda_layers")
-    if not isinstance(full, list) or not isinstance(kda, list):
+    config = _kimi_config(cfg)
+    full = config.optional_int_list("full_attn_layers", minimum=1, maximum=num_layers)
+    kda = config.optional_int_list("kda_layers", minimum=1, maximum=num_layers)
+    if full is None or kda is None:
         raise cfg.error("linear_attn_config", "expected lists full_attn_layers and kda_layers")
     if sorted([*full, *kda]) != list(range(1, num_layers + 1)):
         raise cfg.error("linear_attn_config", f"full_attn_layers and kda_layers must number "
                                               f"the {num_layers} layers from 1, once each")
-    return ["full" if i + 1 in full else "linear" for i in range(num_layers)]
+    full_layers = set(full)
+    return ["full" if i + 1 in full_layers else "linear" for i in range(num_layers)]
 
 
 def _types(cfg: HFConfig, num_layers: int) -> list[str] | None:
@@ -83,43 +85,46 @@ def _types(cfg: HFConfig, num_layers: int) -> list[str] | None:
     if explicit is not None:
         return explicit
     if arch == "Qwen3NextForCausalLM":
-        interval = cfg.optional_int("full_attention_interval", 4) or 4
+        interval = cfg.optional_int("full_attention_interval", 4)
+        assert interval is not None
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(num_layers)]
     if arch in LLAMA4:
         chunked = cfg.has("attention_chunk_size")
-        no_rope = cfg.optional_list("no_rope_layers")
+        no_rope = cfg.optional_int_list("no_rope_layers", minimum=0, maximum=1)
         if no_rope is None:
-            interval = cfg.optional_int("no_rope_layer_interval", 4) or 4
+            interval = cfg.optional_int("no_rope_layer_interval", 4)
+            assert interval is not None
             no_rope = [int((i + 1) % interval != 0) for i in range(num_layers)]
         if len(no_rope) != num_layers:
             raise cfg.error("no_rope_layers", f"expected {num_layers} entries")
         return ["chunked" if flag and chunked else "full" for flag in no_rope]
     if arch in GEMMA3:
-        pattern = cfg.optional_int("sliding_window_pattern", 6) or 6
+        pattern = cfg.optional_int("sliding_window_pattern", 6)
+        assert pattern is not None
         return ["sliding" if (i + 1) % pattern else "full" for i in range(num_layers)]
     return None
 
 
 def _linear_kind(cfg: HFConfig, model_dtype: str) -> dict[str, Any]:
     if cfg.architecture == "KimiLinearForCausalLM":
-        config = cfg.data["linear_attn_config"]
-        heads = config.get("num_heads")
-        head_dim = config.get("head_dim")
-        kernel = config.get("short_conv_kernel_size")
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (heads, head_dim,
-                                                                            kernel)):
-            raise cfg.error("linear_attn_config", "expected integers num_heads, head_dim and "
-                                                  "short_conv_kernel_size")
+        config = _kimi_config(cfg)
+        heads = config.integer("num_heads")
+        head_dim = config.integer("head_dim")
+        kernel = config.integer("short_conv_kernel_size")
         return {"kind": "linear", "variant": "kda", "num_key_heads": heads,
                 "num_value_heads": heads, "key_head_dim": head_dim, "value_head_dim": head_dim,
                 "conv_kernel": kernel, "state_dtype": "fp32", "conv_dtype": model_dtype}
     raw = cfg.data.get("mamba_ssm_dtype")
-    state = "fp32" if raw is None else _DTYPES.get(str(raw))
+    state = "fp32" if raw is None else _DTYPES.get(raw) if isinstance(raw, str) else None
     if state is None:
-        raise cfg.error("mamba_ssm_dtype", f"unsupported dtype {short_repr(raw)}")
+        raise cfg.error("mamba_ssm_dtype", f"unsupported dtype {short_repr(raw)} (expected one "
+                                           f"of {', '.join(_DTYPES)})")
+    key_heads = cfg.integer("linear_num_key_heads")
+    value_heads = cfg.integer("linear_num_value_heads")
+    cfg.check_divides("linear_num_key_heads", key_heads, value_heads, "linear_num_value_heads")
     return {"kind": "linear", "variant": "gated-deltanet",
-            "num_key_heads": cfg.integer("linear_num_key_heads"),
-            "num_value_heads": cfg.integer("linear_num_value_heads"),
+            "num_key_heads": key_heads,
+            "num_value_heads": value_heads,
             "key_head_dim": cfg.integer("linear_key_head_dim"),
             "value_head_dim": cfg.integer("linear_value_head_dim"),
             "conv_kernel": cfg.integer("linear_conv_kernel_dim"),
@@ -131,8 +136,10 @@ def _kind(cfg: HFConfig, name: str, attention: dict[str, Any], model_dtype: str)
         kind: dict[str, Any] = {"kind": "full"}
         if cfg.architecture in GEMMA4:
             own = dict(attention, head_dim=cfg.optional_int("global_head_dim", 512))
-            if cfg.data.get("attention_k_eq_v") and cfg.has("num_global_key_value_heads"):
+            if cfg.flag("attention_k_eq_v", False) and cfg.has("num_global_key_value_heads"):
                 kv = cfg.integer("num_global_key_value_heads")
+                cfg.check_divides("num_global_key_value_heads", kv, own["num_heads"],
+                                  "num_attention_heads")
                 own["num_kv_heads"] = kv
                 own["kind"] = "mqa" if kv == 1 else "mha" if kv == own["num_heads"] else "gqa"
             if own != attention:
@@ -155,7 +162,8 @@ def _periodic_window(types: list[str]) -> tuple[int, int] | None:
     sliding = {i for i, t in enumerate(types) if t == "sliding"}
     for period in range(1, len(types) + 1):
         offset = min(sliding) % period
-        if sliding == {i for i in range(len(types)) if i % period == offset}:
+        every = range(offset, len(types), period)
+        if len(every) == len(sliding) and sliding.issuperset(every):  # O(layers) in all
             return period, offset
     return None
 
@@ -169,21 +177,22 @@ def layer_fields(cfg: HFConfig, num_layers: int, attention: dict[str, Any],
         return None
     kinds = {name: _kind(cfg, name, attention, model_dtype) for name in dict.fromkeys(types)}
     names = list(types)
-    shared = cfg.optional_int("num_kv_shared_layers", 0) or 0 if cfg.architecture in GEMMA4 \
-        else 0
+    shared = 0
+    if cfg.architecture in GEMMA4:
+        shared = cfg.optional_int("num_kv_shared_layers", 0, minimum=0) or 0
     if shared:
         first = num_layers - shared
         if first < 1:
             raise cfg.error("num_kv_shared_layers", f"leaves no layer of the {num_layers} to "
                                                     "keep KV")
-        wide = bool(cfg.data.get("use_double_wide_mlp"))
+        wide = cfg.flag("use_double_wide_mlp", False)
+        last_of_type = {t: j for j, t in enumerate(types[:first])}  # the last earlier layer
         for i in range(first, num_layers):
-            sources = [j for j in range(first) if types[j] == types[i]]
-            if not sources:
+            if types[i] not in last_of_type:
                 raise cfg.error("num_kv_shared_layers", f"layer {i} ({types[i]}) has no earlier "
                                                         "layer of its type to share KV with")
             name = f"shared_{types[i]}"
-            kinds[name] = {"kind": "shared", "source": sources[-1]}
+            kinds[name] = {"kind": "shared", "source": last_of_type[types[i]]}
             if wide:
                 kinds[name]["ffn_intermediate_size"] = 2 * cfg.integer("intermediate_size")
             names[i] = name
