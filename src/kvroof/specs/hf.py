@@ -42,6 +42,7 @@ from kvroof.errors import SpecError, short_repr
 from kvroof.files.reading import load_json_file
 from kvroof.specs.hf_fields import HFConfig as _Config
 from kvroof.specs.hf_layers import GEMMA3, GEMMA4, LLAMA4, QWEN_LINEAR, layer_fields
+from kvroof.specs.hf_weights import weight_format
 from kvroof.specs.loader import validate_spec
 from kvroof.specs.model import ModelSpec
 from kvroof.specs.registry import SpecWarning
@@ -290,46 +291,6 @@ def _sliding_window(cfg: _Config, num_layers: int) -> dict[str, int] | None:
     return {"size": cfg.integer("sliding_window"), "period": 1, "offset": 0}
 
 
-_TORCH_DTYPES: Final = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-
-
-def _weights(cfg: _Config, moe: bool) -> dict[str, Any]:
-    """The checkpoint's weight format from ``quantization_config`` (else ``torch_dtype``)."""
-    key = "torch_dtype" if cfg.has("torch_dtype") or not cfg.has("dtype") else "dtype"
-    raw = cfg.data[key] if cfg.has(key) else "bfloat16"
-    base = _TORCH_DTYPES.get(raw) if isinstance(raw, str) else None
-    if base is None:
-        raise cfg.error(key, f"unsupported dtype {short_repr(raw, 40)} (expected one of "
-                             f"{', '.join(_TORCH_DTYPES)})")
-    quant = cfg.data.get("quantization_config")
-    if quant is None:
-        return {"dtype": base, "embeddings": base}
-    if not isinstance(quant, Mapping):
-        raise cfg.error("quantization_config", "expected a mapping")
-    method = quant.get("quant_method", "")
-    if not isinstance(method, str):
-        raise cfg.error("quantization_config.quant_method",
-                        f"expected a string, got {short_repr(method)}")
-    if method == "fp8":
-        return {"dtype": "fp8", "embeddings": base}
-    if method == "mxfp4":
-        if moe:  # gpt-oss: MoE expert weights only; attention, router, embeddings stay base
-            return {"dtype": base, "experts": "mxfp4", "embeddings": base}
-        return {"dtype": "mxfp4", "embeddings": base}
-    if method in ("awq", "gptq"):
-        bits_key = "w_bit" if quant.get("bits") is None and quant.get("w_bit") is not None \
-            else "bits"
-        bits = quant.get(bits_key)
-        if isinstance(bits, bool) or not isinstance(bits, int) or bits not in (4, 8):
-            raise cfg.error(f"quantization_config.{bits_key}", f"expected 4 or 8 bits for "
-                                                               f"{method}, got "
-                                                               f"{short_repr(bits, 20)}")
-        return {"dtype": f"int{bits}", "embeddings": base}
-    raise cfg.error("quantization_config.quant_method",
-                    f"unsupported quantization {method[:40]!r} (supported: fp8, mxfp4, awq, gptq); "
-                    "give weights explicitly in a model spec file")
-
-
 def _vocab(cfg: _Config) -> int:
     """``vocab_size``, or the class default (with a warning) where the class has one."""
     if cfg.has("vocab_size") or cfg.architecture not in _VOCAB_DEFAULT:
@@ -385,7 +346,7 @@ def model_from_hf_config(
     tie = cfg.flag("tie_word_embeddings", architecture in _TIE_DEFAULT)
     ffn = _ffn(cfg, num_layers)
     attention = _attention(cfg)
-    weights = _weights(cfg, ffn["kind"] == "moe")
+    weights = weight_format(cfg, ffn["kind"] == "moe")
     fields: dict[str, Any] = {
         "name": _name(_Config(data, path, architecture), path, name),
         "display_name": name or "",
