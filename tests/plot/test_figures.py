@@ -61,7 +61,7 @@ def test_roofline_kappa_lines_at_computed_values() -> None:
 def test_roofline_paper_mode_and_tokens() -> None:
     hardware = [("h100-sxm", "pcie-gen5-x16")]
     fig = offload_roofline_figure(["llama-3.1-70b"], hardware, mode="paper", y="tokens",
-                                  workload_medians=None, registry=REG)
+                                  workload_medians=None, registry=REG, peaks="spec")
     dep = deployment("llama-3.1-70b", accelerator="h100-sxm", link="pcie-gen5-x16",
                      registry=REG)
     (line,) = by_gid(fig, "kappa-crit:")
@@ -80,14 +80,18 @@ def test_roofline_never_transfer_bound_has_no_line() -> None:
 
 
 def test_roofline_leaves_out_what_does_not_fit() -> None:
-    """DeepSeek-V3's 671 GB of FP8 weights on one 80 GB H100: a legend entry, no curve (the
-    report's caption says so); paper mode, a formula, draws it."""
+    """DeepSeek-V3's 671 GB of FP8 weights on one 80 GB H100: no curve and no legend entry;
+    the footer names it in one line (an empty line keeps the ``does-not-fit`` gid, which
+    ``kvroof plot`` reads); paper mode, a formula, draws it."""
     hardware = [("h100-sxm", "pcie-gen5-x16")]
     fig = offload_roofline_figure(["deepseek-v3"], hardware, registry=REG)
     (entry,) = by_gid(fig, "does-not-fit:h100-sxm+pcie-gen5-x16")
     assert len(entry.get_xdata()) == 0  # type: ignore[attr-defined]
     assert not by_gid(fig, "kappa-crit:")
-    assert "does not fit" in fig.axes[0].get_legend().get_texts()[0].get_text()
+    assert fig.axes[0].get_legend() is None
+    footer = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "DeepSeek-V3: not drawn, the weights do not fit at TP 1: h100-sxm + pcie-gen5-x16" \
+        in footer
     paper = offload_roofline_figure(["deepseek-v3"], hardware, mode="paper", registry=REG)
     assert by_gid(paper, "kappa-crit:") and not by_gid(paper, "does-not-fit:")
 
@@ -221,7 +225,8 @@ def test_workload_figure_lines_and_shares() -> None:
     (ecdf,) = by_gid(fig, "ecdf:kappa:synthetic-sharegpt")
     assert ecdf.get_ydata()[-1] == pytest.approx(1.0)  # type: ignore[attr-defined]
     share = transfer_bound_shares(chat, QWEN, "full").requests_transfer_bound
-    text = "\n".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    text = "\n".join(t.get_text() for ax in fig.axes for t in
+                     [*ax.texts, *(ax.get_legend().get_texts() if ax.get_legend() else [])])
     assert f"sharegpt {100 * share:.0f}%" in text
     labels_have_units(fig)
 

@@ -86,8 +86,13 @@ def register(commands: Any) -> None:
     roofline.add_argument("--mode", choices=("paper", "full"), default="full")
     roofline.add_argument("--new-tokens", type=token_flag(1), default=None, metavar="T",
                           help="new tokens T for full mode (default 128)")
-    roofline.add_argument("--y", choices=("flops", "tokens"), default="flops",
-                          help="y axis: FLOP/s or new tokens/s per GPU")
+    roofline.add_argument("--y", choices=("flops", "tokens"), default=None,
+                          help="y axis: new tokens/s per GPU (the default in full mode) or "
+                               "attainable FLOP/s per GPU (the default in paper mode, as the "
+                               "paper's Fig. 4)")
+    roofline.add_argument("--peaks", choices=("paper", "spec", "both"), default=None,
+                          help="paper mode: the paper's C and BW for its GPUs and links "
+                               "(default), the dense spec peaks, or a panel of each")
     roofline.add_argument("--no-workloads", action="store_true",
                           help="leave out the workload median markers")
 
@@ -204,6 +209,9 @@ def _draw(args: argparse.Namespace) -> Any:
         if args.mode == "paper" and args.new_tokens is not None:
             raise KvroofError("--new-tokens: paper mode does not depend on it (kappa_crit = "
                               "2 N_active / B_kv x BW / C); use --mode full")
+        if args.mode == "full" and args.peaks is not None:
+            raise KvroofError("--peaks: full mode does not use it (the cost model's own "
+                              "compute and bandwidth); use --mode paper")
         new_tokens = 128.0 if args.new_tokens is None else args.new_tokens
         registry = registry_from_args(args)
         hardware: list[plot.roofline.Hardware] = list(pairs)
@@ -219,7 +227,7 @@ def _draw(args: argparse.Namespace) -> Any:
             figure = plot.offload_roofline_figure(
                 _models(args, ["qwen3-235b-a22b", "deepseek-v3"]),
                 hardware or plot.roofline.DEFAULT_HARDWARE,
-                mode=args.mode, new_tokens=new_tokens, y=args.y,
+                mode=args.mode, new_tokens=new_tokens, y=args.y, peaks=args.peaks or "paper",
                 workload_medians=None if args.no_workloads else plot.roofline.WORKLOAD_MEDIANS,
                 registry=registry, **settings_from_args(args),
             )

@@ -127,3 +127,10 @@ def print_results(trace: Any, results: list[SimResult]) -> None:
     notes = sorted({note for r in results for note in r.notes})
     for note in notes:
         print(f"note: {note}")
+    from kvroof.plot.simulate import saturation  # no matplotlib: kvroof.plot loads lazily
+
+    for index, result in enumerate(results):
+        found = saturation(result)
+        if found is not None:
+            which = f" [{index}] {result.label}" if len(results) > 1 else ""
+            print(f"warning: no steady state{which}: {found.message()}")

@@ -11,7 +11,14 @@ from matplotlib.figure import Figure
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.timing import OVERLAP_MODES, ttft
 from kvroof.plot.fitting import split_by_fit
-from kvroof.plot.style import COMPUTE_SHADE, TRANSFER_SHADE, new_figure, source_line, style
+from kvroof.plot.style import (
+    COMPUTE_SHADE,
+    TRANSFER_SHADE,
+    legend_below,
+    new_figure,
+    source_line,
+    style,
+)
 
 __all__ = ["ttft_breakdown_figure"]
 
@@ -29,7 +36,7 @@ def ttft_breakdown_figure(
     variants, not_drawn = split_by_fit([dataclasses.replace(dep, tp=tp) for tp in tps],
                                        [f"TP {tp}" for tp in tps])
     with style():
-        fig, (ax,) = new_figure(width=6.8, height=4.4)
+        fig, (ax,) = new_figure(width=6.8, height=4.8)
         x_labels = []
         for group, changed in enumerate(variants):
             tp = changed.tp
@@ -51,7 +58,7 @@ def ttft_breakdown_figure(
         ax.set_ylabel("time to first token (ms)")
         ax.set_ylim(top=ax.get_ylim()[1] * 1.1)
         ax.set_title(f"{dep.model.label}: TTFT at T = {new_tokens:g}, K = {cached_tokens:g}")
-        ax.legend(loc="upper right", frameon=False)
+        legend_below(ax, ncol=2)
         ax.grid(axis="x", visible=False)
         source_line(fig, f"{dep.short_label.rsplit(', TP', 1)[0]}; prefill only"
                     + (f"; {not_drawn}" if not_drawn else ""))

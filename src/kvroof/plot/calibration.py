@@ -49,7 +49,7 @@ def prediction_figure(result: CalibrationResult, results: Results) -> Figure:
             model = ttft(dep, float(tokens), grid)
             right.plot(grid, np.asarray(model.p_oh), color=color(index), linewidth=1.4,
                        label=f"T = {tokens}", gid=f"p_oh:{tokens}")
-        right.axhline(1.0, color="#D55E00", linewidth=1.0, linestyle=":")
+        right.axhline(1.0, color="black", linewidth=1.0, linestyle=":", gid="p_oh=1")
         right.set_xlabel("cached tokens K (tokens)")
         right.set_ylabel("P_OH = transfer / compute (ratio)")
         right.set_title("P_OH: measured (points) and predicted (lines)")

@@ -7,9 +7,10 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
+from matplotlib import patheffects
 from matplotlib.colors import LogNorm, Normalize
 from matplotlib.figure import Figure
-from matplotlib.ticker import PercentFormatter
+from matplotlib.ticker import FuncFormatter, PercentFormatter
 
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.timing import Overlap, ttft
@@ -48,15 +49,23 @@ def overhead_figure(
                 value = values[i, j]
                 text = f"{100 * value:.0f}%" if metric == "transfer_share" else f"{value:.2g}"
                 bright = norm(value) > 0.6
-                ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                        color="black" if bright else "white")
+                # above the contour, edged in the cell's colour: the line never hides a value
+                ax.text(j, i, text, ha="center", va="center", fontsize=7, zorder=5,
+                        color="black" if bright else "white", gid=f"cell:{i},{j}",
+                        path_effects=[patheffects.withStroke(
+                            linewidth=3, foreground=image.cmap(norm(value)))])
         # P_OH = 1 on a fine grid in index coordinates (log-spaced K and T between cells).
         fine_k = np.geomspace(k[0], k[-1], 200)
         fine_t = np.geomspace(t[0], t[-1], 200)
         p_oh = np.asarray(ttft(dep, fine_t[:, None], fine_k[None, :], overlap).p_oh)
         xs = np.interp(np.log(fine_k), np.log(k), np.arange(k.size))
         ys = np.interp(np.log(fine_t), np.log(t), np.arange(t.size))
-        contour = ax.contour(xs, ys, p_oh, levels=[1.0], colors="#D55E00", linewidths=2.0)
+        # black with a white edge: visible on every cividis shade, and not vermillion (which
+        # means transfer-bound elsewhere, a region here, not a line)
+        contour = ax.contour(xs, ys, p_oh, levels=[1.0], colors="black", linewidths=1.8,
+                             linestyles="--")
+        contour.set_path_effects([patheffects.Stroke(linewidth=3.6, foreground="white"),
+                                  patheffects.Normal()])
         contour.set_gid("contour:p_oh=1")
         ax.set_xticks(range(k.size), [f"{v / 1024:g}K" for v in k])
         ax.set_yticks(range(t.size), [f"{v:g}" for v in t])
@@ -70,7 +79,9 @@ def overhead_figure(
             title = "transfer share of TTFT"
         else:
             bar.set_label("P_OH = transfer time / compute time (ratio)")
+            bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.2g}"))
+            bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
             title = "P_OH"
-        ax.set_title(f"{dep.model.label}: {title}; orange line: P_OH = 1")
+        ax.set_title(f"{dep.model.label}: {title}; dashed line: P_OH = 1")
         source_line(fig, f"{dep.short_label}; overlap {overlap}")
     return fig

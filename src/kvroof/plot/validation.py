@@ -57,9 +57,12 @@ def _panel(ax: Any, points: list[tuple[float, float, str, str, bool]], quantitie
                 label="before engine profiles")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlim(low * scale, high * scale)
-    ax.set_ylim(low * scale, high * scale)
-    ax.set_aspect("equal")
+    # equal decades on both axes by widening the data limits (the band and y = x span
+    # [low, high]), not by shrinking the box: a box that constrained layout shrinks for the
+    # aspect left the titles cut at the top of the saved PNG
+    ax.margins(0)
+    ax.update_datalim([(low * scale, low * scale), (high * scale, high * scale)])
+    ax.set_aspect("equal", adjustable="datalim")
     ax.set_xlabel(f"measured ({unit})")
     ax.set_ylabel(f"predicted ({unit})")
     ax.legend(loc="upper left", frameon=False, fontsize=7)

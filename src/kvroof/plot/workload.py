@@ -4,6 +4,7 @@ with kappa_crit lines for chosen deployments and the transfer-bound share printe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -11,7 +12,7 @@ from matplotlib.figure import Figure
 from kvroof.analysis.workload.bound import transfer_bound_shares
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
-from kvroof.plot.style import color, new_figure, source_line, style
+from kvroof.plot.style import color, legend_below, new_figure, source_line, style
 from kvroof.workload.records import Workload
 
 __all__ = ["workload_figure"]
@@ -36,17 +37,21 @@ def workload_figure(workloads: Sequence[Workload], deployments: Sequence[Deploym
     """Three ECDF panels (T, K, kappa_ratio; ``gid`` ``"ecdf:<panel>:<workload>"``). On the
     kappa panel: each deployment's paper-mode kappa_crit (dashed, ``gid``
     ``"paper:<deployment>"``) and full-mode kappa_crit at ``new_tokens`` (the report's T; solid,
-    ``gid`` ``"full:<deployment>"``); the text box gives, per workload and deployment, the
-    share of requests that is transfer-bound in full mode (decided per request, at its own T).
-    The legend and the text box sit where every curve has already reached 1."""
+    ``gid`` ``"full:<deployment>"``), in greys. The legends sit under the panels (never over
+    the curves): the workloads under the K panel, and under the kappa panel each deployment's
+    lines with the share of each workload's requests that is transfer-bound in full mode
+    (decided per request, at its own T)."""
+    from matplotlib.lines import Line2D
+
     with style():
-        fig, axes = new_figure(ncols=3, width=4.4, height=4.0)
+        fig, axes = new_figure(ncols=3, width=4.4, height=4.8)
         panels = (("new tokens T (tokens)", "new"), ("cached tokens K (tokens)", "cached"),
                   ("κ_ratio = K / T (cached per new token)", "kappa"))
         for index, workload in enumerate(workloads):
             columns = (workload.new_tokens.astype(float), workload.cached_tokens.astype(float),
                        np.minimum(workload.kappa_ratio(), 1e9))
-            label = workload.name + (" (synthetic)" if workload.synthetic else "")
+            synthetic = workload.synthetic and "synthetic" not in workload.name.lower()
+            label = workload.name + (" (synthetic)" if synthetic else "")
             for ax, values, (_, key) in zip(axes, columns, panels, strict=True):
                 x, y = _ecdf(values)
                 ax.step(x, y, where="post", color=color(index), linewidth=1.6, label=label,
@@ -57,31 +62,32 @@ def workload_figure(workloads: Sequence[Workload], deployments: Sequence[Deploym
             ax.set_ylabel("share of requests (fraction)")
             ax.set_ylim(0, 1.02)
         kappa_ax = axes[2]
-        lines = []
+        handles: list[Any] = []
+        texts: list[str] = []
         median_t = new_tokens
         for index, dep in enumerate(deployments):
-            shade = ("0.15", "0.45", "0.65")[index % 3]
+            shade = ("0.1", "0.45", "0.65")[index % 3]
             paper = float(kappa_paper_for(dep).kappa_crit)
             full = float(kappa_crit(dep, median_t).kappa_crit)
-            kappa_ax.axvline(paper, color=shade, linestyle="--", linewidth=1.0,
+            kappa_ax.axvline(paper, color=shade, linestyle="--", linewidth=1.1,
                              gid=f"paper:{dep.short_label}")
             if np.isfinite(full):
-                kappa_ax.axvline(full, color=shade, linestyle="-", linewidth=1.2,
+                kappa_ax.axvline(full, color=shade, linestyle="-", linewidth=1.4,
                                  gid=f"full:{dep.short_label}")
             shown = f"{full:.3g}" if np.isfinite(full) else "never"
             where = dep.system.name if dep.system is not None else dep.accelerator.name
-            lines.append(f"{'━╍┅'[index % 3]} {dep.model.name}, {where}, TP {dep.tp}: "
-                         f"κ_crit paper {paper:.3g}, full {shown} at T={median_t:g}")
             shares = ", ".join(
                 f"{w.name.removeprefix('synthetic-')} "
                 f"{100 * transfer_bound_shares(w, dep, 'full').requests_transfer_bound:.0f}%"
                 for w in workloads)
-            lines.append(f"   transfer-bound: {shares}")
-        # the lower right of the K and kappa panels is empty: every curve has reached 1 there
-        axes[1].legend(loc="lower right", frameon=False)
-        kappa_ax.text(0.98, 0.04, "\n".join(lines), transform=kappa_ax.transAxes, fontsize=6.5,
-                      va="bottom", ha="right",
-                      bbox={"facecolor": "white", "alpha": 0.9, "edgecolor": "0.8"})
+            handles += [Line2D([], [], color=shade, linestyle="-", linewidth=1.4),
+                        Line2D([], [], color=shade, linestyle="--", linewidth=1.1)]
+            texts += [f"{dep.model.name}, {where}, TP {dep.tp}: κ_crit {shown} (full, "
+                      f"T={median_t:g})\ntransfer-bound: {shares}",
+                      f"κ_crit {paper:.3g} (paper mode)"]
+        legend_below(axes[1], ncol=1, fontsize=7.5, title="workload", title_fontsize=7.5)
+        if handles:
+            legend_below(kappa_ax, handles, texts, ncol=1, fontsize=7)
         fig.suptitle("Workload distributions with κ_crit (dashed: paper mode, solid: full mode)",
                      fontsize=11)
         source_line(fig, f"zeros drawn at {_FLOOR} on the log axes; transfer-bound share from "
