@@ -1,6 +1,6 @@
-"""Shared look of kvroof figures: fonts, the one colour palette (colour-blind safe), fixed
-colours per accelerator and per model, a source line wrapped to the figure, reference-line
-labels in a strip above the axes, legends outside the data, log axes, saving.
+"""Shared look of kvroof figures: fonts, a source line wrapped to the figure, reference-line
+labels in a strip above the axes, legends outside the data, saving; the colours
+(:mod:`kvroof.plot.colors`) and log axes (:mod:`kvroof.plot.log_axes`) are re-exported here.
 
 Colour meaning, the same in every figure:
 
@@ -14,104 +14,58 @@ Colour meaning, the same in every figure:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
 import matplotlib as mpl
-import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 
 from kvroof.errors import KvroofError
-
-__all__ = ["ACCELERATOR_COLORS", "COMPUTE_SHADE", "FORMATS", "MODEL_COLORS", "PALETTE",
-           "SERIES", "TRANSFER_SHADE", "KvroofFigure", "MinorTickMarks", "accelerator_color",
-           "axes_notes",
-           "color", "deployment_colors", "legend_below", "log_axis", "model_color",
-           "new_figure", "reference_labels", "save_figure", "source_line", "style"]
-
-OKABE_ITO: dict[str, str] = {
-    "blue": "#0072B2", "orange": "#E69F00", "bluish green": "#009E73",
-    "vermillion": "#D55E00", "reddish purple": "#CC79A7", "sky blue": "#56B4E9",
-    "yellow": "#F0E442", "black": "#000000",
-}
-"""Okabe & Ito (2008), "Color Universal Design": distinguishable with every common colour-vision
-deficiency."""
-
-COMPUTE_SHADE = OKABE_ITO["bluish green"]
-"""Compute-bound, and nothing else."""
-TRANSFER_SHADE = OKABE_ITO["vermillion"]
-"""Transfer-bound, and nothing else."""
-
-SERIES: tuple[str, ...] = (
-    OKABE_ITO["blue"], OKABE_ITO["orange"], OKABE_ITO["reddish purple"], OKABE_ITO["sky blue"],
-    OKABE_ITO["black"], "#882255", "#999933", "#332288",
+from kvroof.plot.colors import (
+    ACCELERATOR_COLORS,
+    COMPUTE_SHADE,
+    MODEL_COLORS,
+    OKABE_ITO,
+    PALETTE,
+    SERIES,
+    TRANSFER_SHADE,
+    accelerator_color,
+    color,
+    deployment_colors,
+    model_color,
 )
-"""Colours for series (models, accelerators, workloads, policies): Okabe-Ito without the two
-regime colours and without yellow (too faint on white), then Paul Tol's wine, olive and indigo
-(his colour-blind-safe "muted" scheme)."""
-PALETTE = SERIES  # the name earlier versions exported
+from kvroof.plot.log_axes import MinorTickMarks, log_axis, log_tick_label, tidy_log_axes
 
-ACCELERATOR_COLORS: dict[str, str] = {
-    "a100": SERIES[0], "h100": SERIES[1], "b200": SERIES[2], "h200": SERIES[3],
-    "gh200": SERIES[5], "gb200": SERIES[7], "b300": SERIES[4], "mi300x": SERIES[6],
-    "mi325x": SERIES[6], "mi355x": SERIES[6], "gb300": SERIES[7], "h20": SERIES[3],
-    "l40s": SERIES[4], "gaudi3": SERIES[5], "t4": SERIES[4], "rtx-4090": SERIES[5],
-    "rtx-pro-6000-server": SERIES[5],
-}
-"""One colour per accelerator (its variants, such as ``h100-sxm`` and ``h100-pcie``, share
-it). The six the report compares (A100, H100, B200, H200, GH200, GB200) differ from each
-other."""
+_tidy = tidy_log_axes  # the name earlier versions used
 
-MODEL_COLORS: dict[str, str] = {
-    "qwen3-235b-a22b": SERIES[0], "deepseek-v3": SERIES[1], "llama-3.1-70b": SERIES[2],
-    "gemma-3-27b": SERIES[3], "qwen3-next-80b-a3b": SERIES[4],
-    "llama-4-scout-17b-16e": SERIES[5], "deepseek-v3.2": SERIES[6], "gemma-4-e2b": SERIES[7],
-    "llama-3.1-405b": SERIES[7], "qwen3-30b-a3b": SERIES[6], "llama-3.1-8b": SERIES[5],
-    "qwen3-8b": SERIES[3], "qwen3-32b": SERIES[4],
-}
-"""One colour per model. The seed paper's five models differ from each other, and so do the
-seven that stand for the attention families; other models get a colour from their name."""
-
-
-def _named_color(name: str, table: dict[str, str]) -> str:
-    key = name.lower()
-    if key in table:
-        return table[key]
-    # a variant of a listed name ("h100-sxm", "a100-sxm-40gb"): the longest listed prefix
-    prefixes = [k for k in table if key.startswith(k + "-")]
-    if prefixes:
-        return table[max(prefixes, key=len)]
-    import zlib
-
-    return SERIES[zlib.crc32(key.encode()) % len(SERIES)]
-
-
-def accelerator_color(name: str) -> str:
-    """The accelerator's colour in every figure (registry name, e.g. ``h100-sxm``)."""
-    return _named_color(name, ACCELERATOR_COLORS)
-
-
-def model_color(name: str) -> str:
-    """The model's colour in every figure (registry name, e.g. ``qwen3-235b-a22b``)."""
-    return _named_color(name, MODEL_COLORS)
-
-
-def deployment_colors(deployments: Sequence[Any]) -> list[str]:
-    """A colour for each deployment: its model's where the models differ, else its
-    accelerator's where those differ, else the series colours in order (the deployments then
-    differ in something else, such as TP, that the legend names)."""
-    models = [d.model.name for d in deployments]
-    if len(set(models)) == len(models):
-        return [model_color(m) for m in models]
-    accelerators = [d.accelerator.name for d in deployments]
-    if len(set(accelerators)) == len(accelerators):
-        return [accelerator_color(a) for a in accelerators]
-    return [color(i) for i in range(len(deployments))]
-
+__all__ = [
+    "ACCELERATOR_COLORS",
+    "COMPUTE_SHADE",
+    "FORMATS",
+    "MODEL_COLORS",
+    "OKABE_ITO",
+    "PALETTE",
+    "SERIES",
+    "TRANSFER_SHADE",
+    "KvroofFigure",
+    "MinorTickMarks",
+    "accelerator_color",
+    "axes_notes",
+    "color",
+    "deployment_colors",
+    "legend_below",
+    "log_axis",
+    "log_tick_label",
+    "model_color",
+    "new_figure",
+    "reference_labels",
+    "save_figure",
+    "source_line",
+    "style",
+    "tidy_log_axes",
+]
 
 FORMATS = ("png", "svg", "pdf")
 
@@ -134,11 +88,6 @@ _RC: dict[str, Any] = {
 }
 
 
-def color(index: int) -> str:
-    """The palette colour at ``index`` (cycling)."""
-    return PALETTE[index % len(PALETTE)]
-
-
 @contextmanager
 def style() -> Iterator[None]:
     """kvroof's matplotlib settings, for the duration of a ``with`` block (figures are drawn
@@ -156,7 +105,7 @@ class KvroofFigure(Figure):
         import io
 
         buffer = io.BytesIO()
-        _tidy(self)
+        tidy_log_axes(self)
         with style():
             self.savefig(buffer, format="png", dpi=100)
         return buffer.getvalue()
@@ -327,156 +276,6 @@ def legend_below(ax: Any, handles: Sequence[Any] | None = None,
                      bbox_transform=anchor, ncol=ncol, **options)
 
 
-def log_axis(ax: Any, which: str, low: float, high: float,
-             labelled_decades: float = 4) -> None:
-    """The ``which`` ("x" or "y") axis of ``ax``: logarithmic over [low, high], labelled at 1,
-    2 and 5 x 10^n where it spans at most ``labelled_decades`` decades (at each decade where
-    it spans more), every label written the same way: plain numbers when they all lie between
-    0.01 and 1,000,000, else m x 10^n."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    if which == "x":
-        ax.set_xscale("log")
-        ax.set_xlim(low, high)
-        axis = ax.xaxis
-    else:
-        ax.set_yscale("log")
-        ax.set_ylim(low, high)
-        axis = ax.yaxis
-    decades = math.log10(high / low) if low > 0 and high > low else 0.0
-    subs = (1.0, 2.0, 5.0) if decades <= labelled_decades else (1.0,)
-    axis.set_major_locator(LogLocator(subs=subs))
-    plain = low >= 0.01 * 0.999 and high < 1e6
-
-    def label(value: float, _position: object = None) -> str:
-        if not math.isfinite(value) or value <= 0:
-            return ""
-        if plain:
-            return f"{value:,.10g}" if value >= 1 else f"{value:.2g}"
-        exponent = math.floor(math.log10(value) + 1e-9)
-        mantissa = round(value / 10.0**exponent, 6)
-        power = "10" + str(exponent).translate(_SUPERSCRIPT)
-        return power if mantissa == 1 else f"{mantissa:g}\u00d7{power}"
-
-    axis.set_major_formatter(FuncFormatter(label))
-
-
-_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076"
-                                              "\u2077\u2078\u2079")
-
-
-def log_tick_label(value: float, _position: object = None) -> str:
-    """A log axis's tick label as plain text: ``1``, ``10``, ``10³``, ``10⁻²`` at decades,
-    ``50`` or ``2×10⁵`` between them (matplotlib's default writes the same through mathtext, whose
-    parser is a large share of the time to save a figure)."""
-    if not math.isfinite(value) or value <= 0:
-        return ""
-    exponent = math.floor(math.log10(value) + 1e-9)
-    mantissa = value / 10.0**exponent
-    power = {0: "1", 1: "10"}.get(exponent, "10" + str(exponent).translate(_SUPERSCRIPT))
-    if abs(mantissa - 1.0) < 1e-6:
-        return power
-    if 1e-2 <= value < 1e4:
-        return f"{value:.4g}"
-    return f"{mantissa:.3g}\u00d7{power}"
-
-
-def _tidy(fig: Figure) -> None:
-    """Log axes: minor ticks at 2 and 5 of each decade, labelled only where fewer than two
-    decades fall inside the axis (the decade labels say enough); unlabelled ones are drawn as
-    one marker line per axis (:class:`MinorTickMarks`) rather than a matplotlib Tick object per
-    mark, whose layout and drawing were a fifth of the time to save a figure; tick labels as
-    plain text rather than mathtext (the default log formatter's, replaced only where a figure
-    kept it). Running it again decides again from the axis as it is then (a figure saved,
-    changed and saved again)."""
-    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
-
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            for old in [a for a in ax.lines if isinstance(a, MinorTickMarks) and a.axis is axis]:
-                old.remove()
-            if axis.get_scale() != "log":
-                continue
-            if isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
-                axis.set_major_formatter(FuncFormatter(log_tick_label))
-            locator = LogLocator(subs=(2.0, 5.0))
-            low, high = sorted(axis.get_view_interval())
-            # fewer than two decades inside the axis: label the 2s and 5s as well
-            short = low > 0 and math.floor(math.log10(high)) - math.ceil(math.log10(low)) < 1
-            marks = None if short else MinorTickMarks.for_axis(axis, locator)
-            if marks is None:
-                axis.set_minor_locator(locator)
-                axis.set_minor_formatter(FuncFormatter(log_tick_label))
-                continue
-            axis.set_minor_locator(NullLocator())
-            ax.add_artist(marks)  # not add_line: the marks are not data
-
-
-class MinorTickMarks(Line2D):
-    """The unlabelled minor ticks of one axis as a single line of tick markers: the marker,
-    size, width and colour of the axis's own minor tick mark, at the locations its minor
-    locator gives at draw time (after layout, as matplotlib's ticks), less those on a major
-    tick or outside the view, as :meth:`matplotlib.axis.Axis.get_minorticklocs` and the axis's
-    drawing drop them. Not part of the data limits or the layout."""
-
-    def __init__(self, axis: Any, locator: Any, **line: Any) -> None:
-        super().__init__([], [], linestyle="none", clip_on=False, **line)
-        self.axis = axis
-        self.locator = locator
-        locator.set_axis(axis)
-        self.set_in_layout(False)
-
-    @classmethod
-    def for_axis(cls, axis: Any, locator: Any) -> MinorTickMarks | None:
-        """The marks for ``axis``, or None where its minor ticks are not simple outward or
-        inward marks on one side (those stay matplotlib's own)."""
-        tick = axis.minorTicks[0]
-        if tick.tick2line.get_visible() or not tick.tick1line.get_visible():
-            return None
-        mark = tick.tick1line
-        which = "x" if axis.axis_name == "x" else "y"
-        transform = (axis.axes.get_xaxis_transform(which="tick1") if which == "x"
-                     else axis.axes.get_yaxis_transform(which="tick1"))
-        return cls(axis, locator, marker=mark.get_marker(), markersize=mark.get_markersize(),
-                   markeredgewidth=mark.get_markeredgewidth(), color=mark.get_color(),
-                   zorder=tick.get_zorder(), transform=transform, gid=f"minor-ticks:{which}",
-                   label="_minor ticks")
-
-    def locations(self) -> Any:
-        axis = self.axis
-        locs = np.asarray(self.locator(), dtype=float)
-        if not locs.size:
-            return locs
-        scale = axis.get_transform()
-        lo, hi = sorted(scale.transform(axis.get_view_interval()))
-        tol = (hi - lo) * 1e-5
-        at = scale.transform(locs)
-        majors = scale.transform(np.asarray(axis.get_majorticklocs(), dtype=float))
-        on_major = (np.isclose(at[:, None], majors[None, :], atol=tol, rtol=0).any(axis=1)
-                    if majors.size else np.zeros(locs.shape, dtype=bool))
-        inside = (at >= lo - tol) & (at <= hi + tol)
-        return locs[inside & ~on_major]
-
-    def drawn(self) -> bool:
-        """Whether the axis would draw its own minor tick marks now: still logarithmic (a
-        scale change drops kvroof's marks at the next save), shown, with the axes' decorations
-        on and its minor tick marks not switched off since."""
-        axis = self.axis
-        return bool(axis.get_scale() == "log" and axis.get_visible() and axis.axes.axison
-                    and axis.minorTicks[0].tick1line.get_visible())
-
-    def draw(self, renderer: Any) -> None:
-        if not self.drawn():
-            return
-        locs = self.locations()
-        edge = np.zeros_like(locs)
-        if self.axis.axis_name == "x":
-            self.set_data(locs, edge)
-        else:
-            self.set_data(edge, locs)
-        super().draw(renderer)
-
-
 def save_figure(fig: Figure, path: str | Path) -> Path:
     """Write ``fig`` as PNG, SVG or PDF (by the file's suffix); the folder must exist. The
     file is written to a temporary file beside it and renamed into place when complete."""
@@ -487,7 +286,7 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
                           f"(use .png, .svg or .pdf)")
     if not target.parent.is_dir():
         raise KvroofError(f"{target}: folder {target.parent} does not exist")
-    _tidy(fig)
+    tidy_log_axes(fig)
     options: dict[str, Any] = {}
     if kind == "png":  # zlib level 3: half the encoding time of the default 6, 8% larger files
         options["pil_kwargs"] = {"compress_level": 3}
