@@ -43,8 +43,10 @@ def test_report_writes_every_promised_file(report_dir: Path) -> None:
 
 
 def test_html_embeds_every_image(report_dir: Path) -> None:
+    """Every figure is in the page as inline SVG with its data (tests/test_report_html.py);
+    the PNGs stay in figures/."""
     page = (report_dir / "report.html").read_text()
-    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    images = re.findall(r'<svg class="kv-chart" role="img" aria-label="[^"]+"', page)
     assert len(images) == len(list((report_dir / "figures").glob("*.png")))
     assert "src=\"figures/" not in page  # nothing linked, everything embedded
     for table in ("kappa_m", "kappa_hw", "paper_grid", "full_grid", "measured", "what_if",

@@ -139,9 +139,11 @@ def family_table(config: ReportConfig, reg: Registry) -> Table:
     return Table("families", f"kappa_crit by attention family (T = {t:g})", header, rows, notes)
 
 
-def families_figure_and_caption(config: ReportConfig, reg: Registry) -> tuple[Figure, str]:
-    """The families figure: each model on the first of dgx-h100 TP 8 and hgx-h200 TP 8 where it
-    fits (solid), and on one GH200 where it fits (dashed)."""
+def families_figure_and_caption(config: ReportConfig, reg: Registry,
+                                ) -> tuple[Figure, str, str]:
+    """The families figure, its caption and its finding (the alt text): each model on the
+    first of dgx-h100 TP 8 and hgx-h200 TP 8 where it fits (solid), and on one GH200 where it
+    fits (dashed)."""
     from kvroof.plot.families import families_figure
 
     def fits(model: str, placement: Placement) -> Deployment | None:
@@ -173,4 +175,18 @@ def families_figure_and_caption(config: ReportConfig, reg: Registry) -> tuple[Fi
                "current chunk and fixed states included (the table 'kappa_crit by attention "
                "family' explains each family). Not shown: "
                + "; ".join(left_out) + ".")
-    return figure, caption
+    from kvroof.cost.kappa import kappa_crit
+
+    values = [(family.name, float(kappa_crit(dep, config.new_tokens).kappa_crit))
+              for family, dep in zip(FAMILIES, firsts, strict=True) if dep is not None]
+    finite = [(name, v) for name, v in values if v != float("inf")]
+    alt = "kappa_crit by attention family (a request alone, first placement that fits)"
+    if finite:
+        low = min(finite, key=lambda item: item[1])
+        high = max(finite, key=lambda item: item[1])
+        alt += (f" at T = {config.new_tokens:g}: lowest {_num(low[1])} ({low[0]}), highest "
+                f"{_num(high[1])} ({high[0]}); the bars show where each family's load bytes "
+                "and attention FLOPs per cached token come from.")
+    else:
+        alt += ": no family is transfer-bound at any K."
+    return figure, caption, alt

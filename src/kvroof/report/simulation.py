@@ -18,7 +18,8 @@ from kvroof.specs.registry import Registry
 
 __all__ = ["SimulationSection", "paper_load_table", "simulation_section"]
 
-FigureSpec = tuple[str, str, Callable[[], tuple[Figure, str]]]
+FigureSpec = tuple[str, str, Callable[[], tuple[Figure, str, str]]]
+"""(key, title, make): make returns the figure, its caption and its finding (alt text)."""
 
 
 @dataclass(frozen=True)
@@ -70,19 +71,31 @@ def simulation_section(config: ReportConfig, registry: Registry) -> SimulationSe
                    "tokens per iteration", "hits HBM / host", "link busy", "power"],
                   rows, notes)
 
-    def cdf() -> tuple[Figure, str]:
+    def cdf() -> tuple[Figure, str, str]:
         from kvroof.plot.simulate import ttft_cdf_figure
 
+        p50 = {label: r.summary["ttft_s"]["p50"] for label, r in results.items()}
+        low, high = min(p50, key=p50.__getitem__), max(p50, key=p50.__getitem__)
+        same = all(r.summary["ttft_s"] == results[low].summary["ttft_s"]
+                   for r in results.values())
+        alt = (f"TTFT distributions of {len(results)} scheduler and cache-policy combinations: "
+               + (f"identical curves (TTFT p50 {p50[low]:.3g} s)" if same else
+                  f"TTFT p50 from {p50[low]:.3g} s ({low}) to {p50[high]:.3g} s ({high})")
+               + ".")
         return ttft_cdf_figure(results, trace.name), (
-            f"TTFT distribution per scheduler and cache policy: {where}.")
+            f"TTFT distribution per scheduler and cache policy: {where}."), alt
 
-    def timeline() -> tuple[Figure, str]:
+    def timeline() -> tuple[Figure, str, str]:
         from kvroof.plot.simulate import timeline_figure
 
         label, first = next(iter(results.items()))
+        s = first.summary
         return timeline_figure(first, note=label), (
-            f"Tokens scheduled per iteration (against the {first.summary['token_budget']:,}-token "
-            f"budget) and power per GPU over simulated time, {label}: {where}.")
+            f"Tokens scheduled per iteration (against the {s['token_budget']:,}-token "
+            f"budget) and power per GPU over simulated time, {label}: {where}."), (
+            f"Over simulated time ({label}): {s['tokens_per_iteration']:,.0f} tokens per "
+            f"iteration on average against a {s['token_budget']:,}-token budget, and "
+            f"{s['power_mean_w']:.0f} W per GPU on average, idle time included.")
 
     tables = [table]
     if section.paper_load_models:

@@ -26,7 +26,7 @@ from kvroof.cost.memory_fit import fit_problem
 from kvroof.report.config import ReportConfig
 from kvroof.specs.registry import Registry
 
-__all__ = ["Table", "build_tables"]
+__all__ = ["Table", "build_tables", "kappa_cell", "paper_input_kappa"]
 
 # The paper's platforms by registry accelerator name and link generation.
 _PAPER_GPU = {"a100-sxm": "a100", "h100-sxm": "h100", "b200": "b200"}
@@ -42,6 +42,8 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     notes: list[str] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)
+    """Sources of the table: (text, URL)."""
 
 
 def _num(value: float, digits: int = 3) -> str:
@@ -91,21 +93,32 @@ def _paper_factor_tables(reg: Registry) -> list[Table]:
     ]
 
 
+def paper_input_kappa(reg: Registry, model_name: str, accelerator: str,
+                      link_name: str) -> float | None:
+    """Paper-mode kappa_crit from the paper's own inputs (its C and BW for its GPUs and
+    links, N_active as published, exact bf16 B_kv); None for hardware the paper does not
+    cover."""
+    gpu = _PAPER_GPU.get(accelerator)
+    link = _PAPER_LINK.get(link_name)
+    if gpu is None or link is None:
+        return None
+    model = reg.model(model_name)
+    active = model.published.active if model.published else 0.0
+    return float(kappa_paper(active, kv_bytes_per_token(model), PAPER_LINK_BANDWIDTH[link],
+                             PAPER_COMPUTE[gpu]).kappa_crit)
+
+
 def _paper_grid(reg: Registry, config: ReportConfig) -> Table:
     rows = []
     for name in config.paper_models:
         model = reg.model(name)
-        active = model.published.active if model.published else 0.0
-        b_kv = kv_bytes_per_token(model)
         cells = [model.label]
         for pair in config.hardware:
-            gpu = _PAPER_GPU.get(pair.accelerator)
-            link = _PAPER_LINK.get(pair.link)
-            if gpu is None or link is None:
+            value = paper_input_kappa(reg, name, pair.accelerator, pair.link)
+            if value is None:
                 cells.append("-")
                 continue
-            value = float(kappa_paper(active, b_kv, PAPER_LINK_BANDWIDTH[link],
-                                      PAPER_COMPUTE[gpu]).kappa_crit)
+            gpu, link = _PAPER_GPU[pair.accelerator], _PAPER_LINK[pair.link]
             printed = PAPER_KAPPA_CRIT.get((name, f"{gpu}-{link}"))
             cells.append(_num(value) + (f" (printed {printed:g})" if printed else ""))
         rows.append(cells)

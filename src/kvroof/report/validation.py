@@ -70,5 +70,7 @@ def validation_tables(result: ValidationResult) -> list[Table]:
                                 "held out"], cases,
                   [f"{len(result.results)} cases from {len(result.files)} sources "
                    "(validation/); * = left out of the statistics; `kvroof validate --case ID` "
-                   "explains one prediction."])
+                   "explains one prediction."],
+                  [(f"{f.source.title} ({len(f.cases)} cases)", f.source.url)
+                   for f in result.files])
     return [summary, every]
