@@ -16,6 +16,7 @@ from kvroof.cost.deployment import (
     Deployment,
     deployment,
 )
+from kvroof.cost.deployment_settings import COMPUTE_MODELS, MOE_ROUTINGS, TTFT_CLOCKS
 from kvroof.cost.flops import MLA_MODES
 from kvroof.cost.host_memory import LOCALITIES
 from kvroof.cost.kv_terms import LOCAL_KV
@@ -65,6 +66,20 @@ def add_deployment_flags(
                            "published checkpoint's, e.g. fp8 for DeepSeek-V3)")
     tune.add_argument("--mla", default=None, choices=MLA_MODES,
                       help="MLA prefill: expanded (vLLM/SGLang) or absorbed (default expanded)")
+    tune.add_argument("--compute-model", default="roofline", choices=COMPUTE_MODELS,
+                      help="how compute is timed: roofline (one whole-model roofline at the "
+                           "achievable figures: the paper's formulas), kernels (each op's "
+                           "roofline over its measured efficiency from kvroof's kernel tables, "
+                           "op by op; ops without a table fall back to their roofline) or auto "
+                           "(kernels where the tables cover the accelerator, else roofline) "
+                           "(default roofline)")
+    tune.add_argument("--moe-routing", default="balanced", choices=MOE_ROUTINGS,
+                      help="MoE routing of the kernel tables in kernel mode: balanced or "
+                           "skewed (power law) (default balanced)")
+    tune.add_argument("--ttft-clock", default="kernel", choices=TTFT_CLOCKS,
+                      help="what a TTFT is: kernel (the GPU's work and the transfer) or client "
+                           "(plus the engine profile's serving overheads: what a client "
+                           "measures) (default kernel)")
     tune.add_argument("--compute", metavar="FLOPS",
                       help='per-GPU peak compute override, e.g. "2000 TFLOPS"')
     tune.add_argument("--compute-efficiency", type=float, default=None, metavar="F",
@@ -207,6 +222,9 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
         "mla_mode": args.mla,
         "compute": quantity_flag("--compute", args.compute, Kind.COMPUTE),
         "compute_efficiency": args.compute_efficiency,
+        "compute_model": args.compute_model,
+        "moe_routing": args.moe_routing,
+        "ttft_clock": args.ttft_clock,
         "hbm_efficiency": args.hbm_efficiency,
         "weight_dtype": args.weight_dtype,
         "bandwidth": quantity_flag("--bandwidth", args.bandwidth, Kind.BANDWIDTH),
@@ -255,7 +273,8 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
                "reuse_block_tokens": "--reuse-block-tokens",
                "request_overhead": "--request-overhead", "block_tokens": "--block-tokens",
                "layout": "--copy-layout", "local_kv": "--local-kv",
-               "sparse_load": "--sparse-load"}
+               "sparse_load": "--sparse-load", "compute_model": "--compute-model",
+               "moe_routing": "--moe-routing", "ttft_clock": "--ttft-clock"}
 
 
 def check_flags_apply(args: argparse.Namespace, deps: Deployment | list[Deployment]) -> None:

@@ -24,6 +24,14 @@ def register(commands: Any) -> None:
                         help="the case table's predictions: with each source's engine profile "
                              "(on, default) or kvroof's defaults as before engine profiles "
                              "(off); the summary shows both and the held-out errors")
+    parser.add_argument("--compute-model", choices=("roofline", "kernels", "auto"),
+                        default="roofline",
+                        help="how the model-level cases' compute is timed: roofline (one "
+                             "whole-model roofline, default), kernels (op by op from the measured "
+                             "kernel tables; --case lists each op's model and source) or auto")
+    parser.add_argument("--ttft-clock", choices=("kernel", "client"), default="kernel",
+                        help="what a predicted TTFT is: kernel time (default) or client-side "
+                             "(the engine profiles' serving overheads added)")
     parser.add_argument("--case", metavar="ID",
                         help="explain one case: its source, conditions, each input of each "
                              "prediction and where it came from")
@@ -132,7 +140,8 @@ def run_validate(args: argparse.Namespace) -> None:
     from kvroof.validation.predict import as_text
     from kvroof.validation.run import Mode, validate
 
-    result = validate(args.cases, registry_from_args(args))
+    result = validate(args.cases, registry_from_args(args), compute_model=args.compute_model,
+                      ttft_clock=args.ttft_clock)
     if args.case and args.json:
         print_json(_case_json(result, args.case))
         return
@@ -144,9 +153,13 @@ def run_validate(args: argparse.Namespace) -> None:
         return
     mode: Mode = "after" if args.engine_profiles == "on" else "before"
     sources = len(result.files)
+    settings = ""
+    if result.compute_model != "roofline" or result.ttft_clock != "kernel":
+        settings = (f" (compute model {result.compute_model}, "
+                    f"{'client-side' if result.ttft_clock == 'client' else 'kernel'} TTFT)")
     print(f"{len(result.results)} cases from {sources} sources; predictions "
           + ("with each source's engine profile" if mode == "after"
-             else "before engine profiles (kvroof's defaults)") + ":")
+             else "before engine profiles (kvroof's defaults)") + settings + ":")
     rows = []
     for item in result.results:
         prediction = item.prediction(mode)

@@ -12,18 +12,22 @@ compute (per GPU) = ``max(FLOP time, HBM time) + all-reduce time``:
   per-collective latency shared ``T / N`` like the weights.
 
 The formula is evaluated once, in :func:`kvroof.cost.terms.roofline`; this module checks the
-inputs and returns the parts as a :class:`ComputeBreakdown`.
+inputs and returns the parts as a :class:`ComputeBreakdown`. A deployment with ``compute_model``
+``kernels`` (or ``auto`` on an accelerator with kernel tables) is timed op by op instead
+(:mod:`kvroof.cost.kernel_time`): :func:`compute_breakdown` then returns a
+:class:`~kvroof.cost.kernel_time.KernelBreakdown` (the same fields, and every op).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.checks import scalar_or_array, token_value
+from kvroof.cost.compute_result import ComputeBreakdown
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.terms import ComputeParts, compute_parts, roofline
 from kvroof.errors import KvroofError
@@ -44,29 +48,6 @@ def iteration_tokens_for(dep: Deployment, new_tokens: Any) -> Any:
             f"T (max {float(np.max(new_tokens)):g}); an iteration holds at least the request"
         )
     return n
-
-
-@dataclass(frozen=True)
-class ComputeBreakdown:
-    """One GPU's compute time and its parts (seconds); arrays broadcast like the inputs."""
-
-    flops: Any
-    flop_time: Any
-    hbm_bytes: Any
-    weight_bytes: Any
-    hbm_time: Any
-    comm_time: Any
-
-    @property
-    def total(self) -> Any:
-        """``max(FLOP time, HBM time) + all-reduce time``."""
-        return scalar_or_array(np.maximum(self.flop_time, self.hbm_time) + self.comm_time)
-
-    @property
-    def limit(self) -> Any:
-        """``"flops"`` where FLOPs set the time, ``"hbm"`` where the HBM reads do."""
-        limit = np.where(np.asarray(self.hbm_time) > np.asarray(self.flop_time), "hbm", "flops")
-        return str(limit) if limit.ndim == 0 else limit
 
 
 def _breakdown(parts: ComputeParts) -> ComputeBreakdown:
@@ -98,9 +79,25 @@ def compute_breakdown(
     ``cached_tokens`` on one GPU (its TP share)."""
     t = token_value("new_tokens", new_tokens)
     k = token_value("cached_tokens", cached_tokens)
+    if dep.uses_kernels:  # compute_model kernels: op by op (kvroof.cost.kernel_time)
+        from kvroof.cost.kernel_time import kernel_breakdown
+
+        parts = kernel_breakdown(dep, t, k, iteration_tokens_for(dep, t))
+        roof = _breakdown(compute_parts(dep.terms, t, k, iteration_tokens_for(dep, t)))
+        return dataclasses.replace(parts, flops=roof.flops, hbm_bytes=roof.hbm_bytes,
+                                   weight_bytes=roof.weight_bytes)
     return _breakdown(compute_parts(dep.terms, t, k, iteration_tokens_for(dep, t)))
 
 
 def compute_time(dep: Deployment, new_tokens: ArrayLike, cached_tokens: ArrayLike = 0) -> Any:
-    """Seconds of prefill compute on one GPU: ``max(FLOP time, HBM time) + all-reduce``."""
+    """Seconds of prefill compute on one GPU: ``max(FLOP time, HBM time) + all-reduce`` (the
+    roofline), or the sum of the ops' measured times (``compute_model`` kernels)."""
+    if dep.uses_kernels:
+        from kvroof.cost.kernel_time import kernel_compute_time
+
+        t = token_value("new_tokens", new_tokens)
+        k = token_value("cached_tokens", cached_tokens)
+        value = kernel_compute_time(dep, t, k, iteration_tokens_for(dep, t))
+        return value if type(value) is float else scalar_or_array(
+            np.asarray(value, dtype=np.float64))
     return compute_breakdown(dep, new_tokens, cached_tokens).total

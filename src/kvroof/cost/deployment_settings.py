@@ -38,6 +38,16 @@ new tokens' KV is saved to host memory in the same step, as vLLM's connector wai
 the last whole block; default: every cached token is reused) and ``request_overhead`` (seconds
 added to every request's TTFT; default 0).
 
+How compute is timed (``compute_model``): ``roofline`` (the default: one whole-model roofline,
+``max(FLOP time, HBM time) + all-reduce``, :mod:`kvroof.cost.compute`), ``kernels`` (the sum over
+layers and ops of each op's roofline time over its measured efficiency, from the kernel tables
+of :mod:`kvroof.kernels`; an op without a table falls back to its own roofline:
+:mod:`kvroof.cost.kernel_time`) or ``auto`` (kernels where the tables cover the accelerator,
+else roofline). ``moe_routing`` picks the MoE table's routing (``balanced``, or a power law) in
+kernel mode. ``ttft_clock`` says what a TTFT is: ``kernel`` (the GPU's work and the transfer,
+the default) or ``client`` (plus the engine profile's serving overheads: the time a client
+measures).
+
 An ``engine`` profile sets several of them (:mod:`kvroof.cost.deployment`).
 """
 
@@ -84,16 +94,28 @@ from kvroof.specs.model import ModelSpec
 
 __all__ = [
     "BANDWIDTH_SOURCES",
+    "COMPUTE_MODELS",
     "DEFAULT_KV_RESERVE_TOKENS",
     "DEFAULT_MEMORY_UTILIZATION",
     "MLA_TP_LOADS",
+    "MOE_ROUTINGS",
+    "TTFT_CLOCKS",
     "BandwidthSource",
+    "ComputeModel",
     "DeploymentSettings",
     "MlaTpLoad",
+    "MoeRouting",
     "SparseLoad",
+    "TtftClock",
 ]
 
 SparseLoad = Literal["all"] | float
+ComputeModel = Literal["roofline", "kernels", "auto"]
+COMPUTE_MODELS: tuple[ComputeModel, ...] = ("roofline", "kernels", "auto")
+MoeRouting = Literal["balanced", "power_law_1.01", "power_law_1.2"]
+MOE_ROUTINGS: tuple[MoeRouting, ...] = ("balanced", "power_law_1.01", "power_law_1.2")
+TtftClock = Literal["kernel", "client"]
+TTFT_CLOCKS: tuple[TtftClock, ...] = ("kernel", "client")
 MlaTpLoad = Literal["every-rank", "rank0-broadcast", "shard-allgather"]
 MLA_TP_LOADS: tuple[MlaTpLoad, ...] = ("every-rank", "rank0-broadcast", "shard-allgather")
 DEFAULT_MEMORY_UTILIZATION = 0.9
@@ -147,6 +169,9 @@ class DeploymentSettings:
     reuse_block_tokens: int | None = None
     request_overhead: ArrayLike = 0.0
     engine: Engine | None = None
+    compute_model: ComputeModel = "roofline"
+    moe_routing: MoeRouting = "balanced"
+    ttft_clock: TtftClock = "kernel"
 
     def __post_init__(self) -> None:
         if isinstance(self.tp, bool) or not isinstance(self.tp, int) or self.tp < 1:
@@ -164,6 +189,9 @@ class DeploymentSettings:
         one_of("host_memory_locality", self.host_memory_locality, LOCALITIES)
         one_of("mla_tp_load", self.mla_tp_load, MLA_TP_LOADS)
         one_of("local_kv", self.local_kv, LOCAL_KV)
+        one_of("compute_model", self.compute_model, COMPUTE_MODELS)
+        one_of("moe_routing", self.moe_routing, MOE_ROUTINGS)
+        one_of("ttft_clock", self.ttft_clock, TTFT_CLOCKS)
         self.sparse_share  # noqa: B018 -- fail early on a bad sparse_load
         if self.iteration_tokens is not None:
             token_count("iteration_tokens", self.iteration_tokens, at_least_one=True)
@@ -236,6 +264,18 @@ class DeploymentSettings:
         problem = tp_problem(self.model, self.tp)
         if problem:
             raise KvroofError(f"tp: {problem}")
+
+    @property
+    def uses_kernels(self) -> bool:
+        """Whether compute is timed op by op from the kernel tables: ``compute_model`` kernels,
+        or auto on an accelerator with tables (:mod:`kvroof.cost.kernel_time`)."""
+        if self.compute_model == "roofline":
+            return False
+        if self.compute_model == "kernels":
+            return True
+        from kvroof.kernels import covered
+
+        return bool(covered(self.accelerator))
 
     # -- calibration ----------------------------------------------------------------------------
     @property

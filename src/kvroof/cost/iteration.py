@@ -9,10 +9,16 @@ token (``T = 1``) on top of its context; MLA decodes run absorbed, as vLLM and S
 
 Loads and saves over the host link are not part of the iteration: a simulator times them on the
 link with :func:`kvroof.cost.transfer.transfer_breakdown`.
+
+In kernel mode (``compute_model: kernels``) :func:`iteration_cost` times the iteration op by op
+instead (:func:`kvroof.cost.kernel_time.kernel_iteration`: per-token ops on all its tokens, each
+chunk's attention from the tables, decodes' attention at its roofline). :class:`IterationModel`
+(the simulator's fast path) stays the roofline.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +95,14 @@ def iteration_cost(
     if total == 0:
         raise KvroofError("iteration_cost: an iteration needs at least one token")
     compute = roofline_breakdown(dep, flops, total, kv)
+    if dep.uses_kernels:  # compute_model kernels: op by op (kvroof.cost.kernel_time)
+        from kvroof.cost.kernel_time import kernel_iteration
+
+        flags = None if prefill_final is None else np.atleast_1d(
+            np.asarray(prefill_final, dtype=bool))
+        compute = dataclasses.replace(
+            kernel_iteration(dep, t, k, d, flags), flops=compute.flops,
+            hbm_bytes=compute.hbm_bytes, weight_bytes=compute.weight_bytes)
     return IterationCost(compute=compute, prefill_tokens=float(t.sum()), decode_tokens=d.size)
 
 

@@ -46,6 +46,11 @@ transfer-bound for every larger ``K``):
 The tests check the closed form against the root finder where both apply and the root finder
 against token-by-token scans where only it does.
 
+Kernel mode (``compute_model: kernels``, or ``auto`` with kernel tables): compute is timed op by
+op and is not affine in ``K``; :func:`kappa_crit` then solves ``transfer(K) = compute(T, K)``
+by a vectorized bracketed root (:mod:`kvroof.cost.kernel_kappa`). :func:`kappa_forms` gives the
+paper form, the roofline form and the kernel form side by side.
+
 Paper mode is :mod:`kvroof.cost.paper_kappa`, the full-mode result :mod:`kvroof.cost.kappa_result`,
 the algebra of the affine pieces :mod:`kvroof.cost.affine_crossover` and the inverse solvers
 (required bandwidth, transfer-bound compute) :mod:`kvroof.cost.thresholds`; their names are
@@ -54,6 +59,7 @@ re-exported here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Literal
 
@@ -77,6 +83,7 @@ __all__ = [
     "SolveResult",
     "crossover_of_pieces",
     "kappa_crit",
+    "kappa_forms",
     "kappa_paper",
     "kappa_paper_for",
     "max_new_tokens_for_crossover",
@@ -273,9 +280,21 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
     """Full-mode kappa_crit = K*/T for each ``new_tokens`` T (broadcasts with array settings).
 
     ``method``: ``closed-form`` (needs sides affine in K: no sliding-window, chunked or
-    sparse layers), ``root-finding``, or ``auto`` (closed form when it applies).
+    sparse layers), ``root-finding``, or ``auto`` (closed form when it applies). In kernel mode
+    the bracketed root of :mod:`kvroof.cost.kernel_kappa` answers (``auto`` or
+    ``root-finding``).
     """
     t = token_value("new_tokens", new_tokens, at_least_one=True)
+    if dep.uses_kernels:
+        from kvroof.cost.kernel_kappa import kernel_kappa_crit
+
+        if method == "closed-form":
+            raise KvroofError("method: kernel-mode compute is not affine in K; use auto or "
+                              "root-finding (or compute_model roofline)")
+        if method not in ("auto", "root-finding"):
+            raise KvroofError(f"method: expected auto, closed-form or root-finding, got "
+                              f"{method!r}")
+        return kernel_kappa_crit(dep, t)
     affine = _is_affine(dep)
     if method == "auto":
         method = "closed-form" if affine else "root-finding"
@@ -323,12 +342,17 @@ def max_new_tokens_for_crossover(dep: Deployment, t_max: float = 1e12) -> Any:
     handled too."""
     def margin(t: Any) -> FloatArray:
         t_arr = np.asarray(t, dtype=np.float64)
+        if kernels:
+            from kvroof.cost.kernel_kappa import kernel_slope_margin
+
+            return kernel_slope_margin(dep, t_arr)
         far = _far(_saturation(dep, t_arr))
         _, b, _, s = _pieces(dep, t_arr) if _is_affine(dep) else _pieces(
             dep, t_arr, far, 2 * far)
         result: FloatArray = max_of(b) - max_of(s)
         return result
 
+    kernels = dep.uses_kernels
     grid = np.geomspace(1e-2, t_max, 300)
     shape = np.shape(margin(1.0))
     values = np.broadcast_to(margin(grid.reshape((-1,) + (1,) * len(shape))),
@@ -346,3 +370,16 @@ def max_new_tokens_for_crossover(dep: Deployment, t_max: float = 1e12) -> Any:
         hi = np.where(positive_here, hi, mid)
     result = np.where(at_top, np.inf, np.where(any_crossing, np.exp(lo), 0.0))
     return scalar_or_array(result)
+
+
+def kappa_forms(dep: Deployment, new_tokens: ArrayLike) -> dict[str, Any]:
+    """kappa_crit three ways for each ``new_tokens`` T: ``paper`` (Eq. 6, no T), ``roofline``
+    (full mode with the whole-model roofline) and ``kernels`` (full mode with the measured
+    kernel tables, op by op); ``inf`` where never transfer-bound."""
+    roofline = dataclasses.replace(dep, compute_model="roofline")
+    kernels = dataclasses.replace(dep, compute_model="kernels")
+    return {
+        "paper": float(kappa_paper_for(dep).kappa_crit),
+        "roofline": kappa_crit(roofline, new_tokens).kappa_crit,
+        "kernels": kappa_crit(kernels, new_tokens).kappa_crit,
+    }

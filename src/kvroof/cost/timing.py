@@ -24,7 +24,10 @@ tokens after the last whole block are recomputed (``K -> K - K mod B``, ``T -> T
 ``request_overhead`` seconds (serving work outside the prefill: scheduling, the call into the
 engine) are added to the TTFT. Neither enters :func:`compute_time`, :func:`transfer_time` or
 kappa_crit, which take T and K as given. The default overlap is the deployment's engine's (its
-layer-wise or whole-prefix loading), else ``serial``.
+layer-wise or whole-prefix loading), else ``serial``. With ``ttft_clock: client`` the engine's
+serving overheads are added too (:mod:`kvroof.cost.serving`): the TTFT a client measures, not
+the kernel time; the result says which (``clock``), and which compute model timed the compute
+(``compute_model``: the roofline, or the kernel tables op by op, :mod:`kvroof.cost.kernel_time`).
 
 Result fields: ttft, compute, transfer, exposed transfer (``ttft - compute - request
 overhead``: the transfer time not hidden behind compute), ``p_oh = transfer / compute`` (inf
@@ -55,6 +58,7 @@ from kvroof.cost.compute import (
     roofline_breakdown,
 )
 from kvroof.cost.deployment import Deployment
+from kvroof.cost.flop_terms import prefill_flops_total
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.overlap import (
     OVERLAP_MODES,
@@ -64,6 +68,7 @@ from kvroof.cost.overlap import (
     default_overlap,
     overlapped_time,
 )
+from kvroof.cost.serving import serving_overhead
 from kvroof.cost.terms import compute_parts, transfer_parts
 from kvroof.cost.transfer import kv_bytes_per_rank, transfer_breakdown, transfer_time
 from kvroof.cost.ttft_result import TTFTResult
@@ -92,26 +97,32 @@ _OVERFLOW = ("ttft: not computable: a setting is so extreme that the times overf
 
 def _result(
     dep: Deployment, flops: Any, transfer: Any, compute: Any, overlap: Overlap,
-    new_tokens: Any = None, cached_tokens: Any = None,
+    new_tokens: Any = None, cached_tokens: Any = None, serving: Any = 0.0,
+    compute_model: str = "roofline",
 ) -> TTFTResult:
     eta = dep.resolved_overlap_efficiency
     overhead: Any = dep.request_overhead
+    clock = dep.ttft_clock
     if (type(transfer) is float and type(compute) is float and type(flops) is float
-            and type(overhead) in (float, int)):
+            and type(overhead) in (float, int) and type(serving) is float):
         total = overlapped_time(transfer, compute, dep.model.num_layers, overlap, eta)
         if not math.isfinite(total):
             raise KvroofError(_OVERFLOW)
         peak = dep.terms.peak_rate / dep.tp
-        return TTFTResult(total + overhead, compute, transfer, flops, overlap, dep.tp, peak,
-                          new_tokens, cached_tokens, float(overhead))
+        return TTFTResult(total + overhead + serving, compute, transfer, flops, overlap, dep.tp,
+                          peak, new_tokens, cached_tokens, float(overhead), serving,
+                          compute_model, clock)
     x = np.asarray(transfer, dtype=np.float64)
     c = np.asarray(compute, dtype=np.float64)
     o = np.asarray(overhead, dtype=np.float64)
     total = np.asarray(overlapped_time(x, c, dep.model.num_layers, overlap,
                                        eta if type(eta) is float else np.asarray(eta))) + o
+    served = np.asarray(serving, dtype=np.float64)
+    if served.ndim or float(served):
+        total = total + served
     if not np.isfinite(total).all():
         raise KvroofError(_OVERFLOW)
-    shape = np.broadcast_shapes(x.shape, c.shape, np.shape(flops), o.shape)
+    shape = np.broadcast_shapes(x.shape, c.shape, np.shape(flops), o.shape, served.shape)
     return TTFTResult(
         scalar_or_array(np.broadcast_to(total, shape).copy() if total.shape != shape else total),
         scalar_or_array(np.broadcast_to(c, shape)),
@@ -119,6 +130,8 @@ def _result(
         scalar_or_array(np.broadcast_to(np.asarray(flops, dtype=np.float64), shape)),
         overlap, dep.tp, np.asarray(dep.peak_compute, dtype=np.float64), new_tokens,
         cached_tokens, float(o) if o.ndim == 0 else scalar_or_array(np.broadcast_to(o, shape)),
+        float(served) if served.ndim == 0 else scalar_or_array(np.broadcast_to(served, shape)),
+        compute_model, clock,
     )
 
 
@@ -148,10 +161,21 @@ def ttft(
     k = token_value("cached_tokens", cached_tokens)
     run_t, run_k = reused_tokens(dep, t, k)
     terms = dep.terms
-    compute = compute_parts(terms, run_t, run_k, iteration_tokens_for(dep, run_t))
+    iteration = iteration_tokens_for(dep, run_t)
+    model = "roofline"
+    if dep.uses_kernels:  # compute op by op from the kernel tables
+        from kvroof.cost.kernel_time import kernel_compute_time
+
+        model = "kernels"
+        flops: Any = prefill_flops_total(terms.flops, run_t, run_k)
+        compute_total = kernel_compute_time(dep, run_t, run_k, iteration)
+    else:
+        compute = compute_parts(terms, run_t, run_k, iteration)
+        flops, compute_total = compute.flops, compute.total
     transfer = (transfer_time(dep, run_k, run_t) if terms.tiers
                 else transfer_parts(terms, run_k, run_t).total)
-    return _result(dep, compute.flops, transfer, compute.total, mode, t, k)
+    serving = serving_overhead(dep, t + k)
+    return _result(dep, flops, transfer, compute_total, mode, t, k, serving, model)
 
 
 def ttft_batch(
@@ -175,11 +199,21 @@ def ttft_batch(
     total = t.sum(axis=-1)
     flops = np.asarray(prefill_flops(dep.model, t, k, dep.mla_mode).total).sum(axis=-1)
     kv = np.where(t > 0, np.asarray(kv_bytes_per_rank(dep, k + t), dtype=np.float64), 0.0)
-    compute = roofline_breakdown(dep, flops, total, kv.sum(axis=-1),
-                                 iteration_tokens_for(dep, total))
+    iteration = iteration_tokens_for(dep, total)
+    model = "roofline"
+    if dep.uses_kernels:
+        from kvroof.cost.kernel_time import kernel_batch_time
+
+        model = "kernels"
+        compute_total = kernel_batch_time(dep, np.asarray(t, dtype=np.float64),
+                                          np.asarray(k, dtype=np.float64), iteration)
+    else:
+        compute_total = roofline_breakdown(dep, flops, total, kv.sum(axis=-1), iteration).total
     parts = transfer_breakdown(dep, k, t)
     paths = [np.asarray(path, dtype=np.float64) for path in np.broadcast_arrays(*parts.paths)]
     data = np.maximum.reduce([path.sum(axis=-1) for path in paths])
     transfer = (data + np.asarray(parts.scale_up_time).sum(axis=-1)
                 + np.asarray(parts.latency_time).sum(axis=-1))
-    return _result(dep, flops, transfer, compute.total, mode)
+    serving = serving_overhead(dep, (t + k).sum(axis=-1))
+    return _result(dep, flops, transfer, compute_total, mode, serving=serving,
+                   compute_model=model)

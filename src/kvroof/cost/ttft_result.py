@@ -1,12 +1,15 @@
 """The result of a time-to-first-token computation (:class:`TTFTResult`): TTFT, compute and
 transfer, and what is derived from them when read.
 
-Fields: ttft, compute, transfer, exposed transfer (``ttft - compute - request overhead``: the
-transfer time not hidden behind compute), ``p_oh = transfer / compute`` (inf when there is
-transfer but no compute, 0 when there is neither), transfer share (``exposed / ttft``; for
-serial this is the paper's ``P_OH / (1 + P_OH)``), bound (``"transfer"`` where transfer >
-compute, else ``"compute"``), achieved FLOP/s per GPU (``FLOPs / TP / ttft``) and compute
-utilization (achieved / peak). :func:`kvroof.cost.timing.ttft` computes one.
+Fields: ttft, compute, transfer, exposed transfer (``ttft - compute - request overhead - serving
+overhead``: the transfer time not hidden behind compute), ``p_oh = transfer / compute`` (inf
+when there is transfer but no compute, 0 when there is neither), transfer share (``exposed /
+ttft``; for serial this is the paper's ``P_OH / (1 + P_OH)``), bound (``"transfer"`` where
+transfer > compute, else ``"compute"``), achieved FLOP/s per GPU (``FLOPs / TP / ttft``) and compute
+utilization (achieved / peak). Two labels say what the times are: ``compute_model``
+(``roofline`` or ``kernels``: how compute was timed) and ``clock`` (``kernel``: the GPU's work
+and the transfer, plus any request overhead set; ``client``: plus the engine's serving overheads,
+``serving``, what a client measures). :func:`kvroof.cost.timing.ttft` computes one.
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ class TTFTResult:
     derived from them when read (a 1e7-point grid holds 32 bytes per point).
     """
 
-    __slots__ = ("_cached", "_new", "_peak", "_tp", "compute", "flops", "overhead", "overlap",
-                 "transfer", "ttft")
+    __slots__ = ("_cached", "_new", "_peak", "_tp", "clock", "compute", "compute_model", "flops",
+                 "overhead", "overlap", "serving", "transfer", "ttft")
 
     def __init__(self, ttft: Any, compute: Any, transfer: Any, flops: Any, overlap: Overlap,
                  tp: int, peak: Any, new_tokens: Any = None, cached_tokens: Any = None,
-                 overhead: Any = 0.0) -> None:
+                 overhead: Any = 0.0, serving: Any = 0.0, compute_model: str = "roofline",
+                 clock: str = "kernel") -> None:
         self.ttft = ttft
         self.compute = compute
         self.transfer = transfer
@@ -42,6 +46,13 @@ class TTFTResult:
         self.overlap: Overlap = overlap
         self.overhead = overhead
         """The deployment's ``request_overhead`` included in ``ttft`` (seconds)."""
+        self.serving = serving
+        """The engine's serving overheads included in ``ttft`` (seconds; 0 unless ``clock`` is
+        ``client``)."""
+        self.compute_model = compute_model
+        """How compute was timed: ``roofline`` or ``kernels`` (op by op, measured tables)."""
+        self.clock = clock
+        """``kernel`` (GPU work and transfer) or ``client`` (plus serving overheads)."""
         self._tp = tp
         self._peak = peak
         self._new = new_tokens
@@ -49,12 +60,15 @@ class TTFTResult:
 
     def __repr__(self) -> str:
         return (f"TTFTResult(ttft={self.ttft!r}, compute={self.compute!r}, "
-                f"transfer={self.transfer!r}, bound={self.bound!r}, overlap={self.overlap!r})")
+                f"transfer={self.transfer!r}, bound={self.bound!r}, overlap={self.overlap!r}, "
+                f"compute_model={self.compute_model!r}, clock={self.clock!r})")
 
     @property
     def exposed_transfer(self) -> Any:
-        """Transfer time not hidden behind compute: ``ttft - compute - overhead``."""
-        return self.ttft - self.compute - self.overhead
+        """Transfer time not hidden behind compute: ``ttft - compute - overhead - serving``."""
+        if type(self.serving) is float and self.serving == 0.0:
+            return self.ttft - self.compute - self.overhead
+        return self.ttft - self.compute - self.overhead - self.serving
 
     @property
     def p_oh(self) -> Any:
@@ -135,10 +149,12 @@ class TTFTResult:
                 columns[name] = np.broadcast_to(np.asarray(value, dtype=np.float64),
                                                 shape).ravel()
         for name, value in fields.items():
-            if name != "overlap":
+            if name not in ("overlap", "compute_model", "ttft_clock"):
                 columns[name] = np.broadcast_to(np.asarray(value), shape).ravel()
         frame = pandas.DataFrame(columns)
         frame["overlap"] = self.overlap
+        frame["compute_model"] = self.compute_model
+        frame["ttft_clock"] = self.clock
         return frame
 
     def as_dict(self) -> dict[str, Any]:
@@ -155,5 +171,8 @@ class TTFTResult:
             "achieved_flops": self.achieved_flops,
             "compute_utilization": self.compute_utilization,
             "request_overhead_s": self.overhead,
+            "serving_overhead_s": self.serving,
             "overlap": self.overlap,
+            "compute_model": self.compute_model,
+            "ttft_clock": self.clock,
         }

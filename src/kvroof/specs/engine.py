@@ -11,6 +11,15 @@ saved in the same step (``write_back``), the granularity of prefix reuse (``reus
 the tokens after the last whole block of a cached prefix are recomputed) and any fixed time per
 request (``request_overhead``).
 
+What the engine adds to a TTFT measured by its client (HTTP, tokenization, prefix lookup,
+scheduling; added only when a deployment asks for a client-side TTFT, ``ttft_clock: client``):
+``serving_overhead`` per request, ``serving_overhead_per_token`` per prompt token and
+``iteration_overhead`` per engine iteration (CPU time not hidden behind the GPU). ``None`` means
+no published figure (0 is used). ``allreduce_backend`` names the measured all-reduce of the
+kernel tables (:mod:`kvroof.kernels`) that the engine's tensor-parallel all-reduce is priced
+with in kernel mode; ``allreduce_nccl_above`` a message size above which the engine calls NCCL
+instead (``None``: the backend's table already holds the engine's own choice by size).
+
 A copy of ``S`` bytes then takes ``copy_overhead + S / (share x link bandwidth)``: its delivered
 bandwidth is ``S / (overhead + S / (share x BW))`` (:mod:`kvroof.cost.copy_size`). Fields listed
 in ``fitted`` come from kvroof's fit to published copy measurements (``kvroof validate``), not
@@ -23,14 +32,20 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from kvroof.specs.base import Bandwidth, PositiveInt, SourcedSpec, Time
+from kvroof.specs.base import Bandwidth, Capacity, PositiveInt, SourcedSpec, Time
 
-__all__ = ["COPY_METHODS", "FITTABLE", "LOADINGS", "CopyMethod", "Engine", "Loading"]
+__all__ = ["ALLREDUCE_BACKENDS", "COPY_METHODS", "FITTABLE", "LOADINGS", "AllreduceBackend",
+           "CopyMethod", "Engine", "Loading"]
 
 CopyMethod = Literal["copy-engine", "copy-kernel"]
 COPY_METHODS: tuple[CopyMethod, ...] = ("copy-engine", "copy-kernel")
 Loading = Literal["layerwise", "whole-prefix"]
 LOADINGS: tuple[Loading, ...] = ("layerwise", "whole-prefix")
+AllreduceBackend = Literal["vllm_graph", "vllm_eager", "sglang_graph", "sglang_eager", "trtllm",
+                           "nccl"]
+ALLREDUCE_BACKENDS: tuple[AllreduceBackend, ...] = ("vllm_graph", "vllm_eager", "sglang_graph",
+                                                    "sglang_eager", "trtllm", "nccl")
+"""All-reduce backends of the kernel tables (:func:`kvroof.kernels.allreduce_time`)."""
 FITTABLE: tuple[str, ...] = ("copy_overhead", "link_share")
 """Engine fields kvroof's copy-size fit may provide."""
 
@@ -60,6 +75,11 @@ class Engine(SourcedSpec):
     mla_tp_load: Literal["every-rank", "rank0-broadcast", "shard-allgather"] | None = None
     write_back: bool
     request_overhead: Time = 0.0
+    serving_overhead: Time | None = None
+    serving_overhead_per_token: Time | None = None
+    iteration_overhead: Time | None = None
+    allreduce_backend: AllreduceBackend | None = None
+    allreduce_nccl_above: Capacity | None = None
     fitted: tuple[Literal["copy_overhead", "link_share"], ...] = ()
 
     @model_validator(mode="after")

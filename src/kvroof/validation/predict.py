@@ -12,7 +12,12 @@ Link-level cases (``link_bandwidth``, ``copy_time``, ``layer_load_time``) are co
 ``copy_size`` bytes timed by :func:`kvroof.cost.copy_size.copy_time`; a ``both`` case moves
 ``copy_size`` each way at once over the link's both-ways bandwidth. Model-level cases are
 :func:`kvroof.cost.timing.ttft` of a deployment built by :func:`kvroof.cost.deployment.deployment`
-(``prefill_compute_time`` with ``K = 0``), or :func:`kvroof.cost.kappa.kappa_crit`.
+(``prefill_compute_time`` with ``K = 0``), or :func:`kvroof.cost.kappa.kappa_crit`, with the
+``compute_model`` asked for (``roofline``, the default, or ``kernels``: op by op from the kernel
+tables, each op's model and source in the parts) and the ``ttft_clock`` (``kernel``, or
+``client``: the engine profile's serving overheads added). :func:`kernel_tables_overlap` says
+whether a case shares its GPU and engine with the kernel tables (then it is not independent of
+them).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import numpy as np
 from kvroof.cost.copy_size import copy_time, engine_link_share
 from kvroof.cost.deployment import Deployment, deployment
 from kvroof.cost.kappa import kappa_crit
+from kvroof.cost.kernel_time import KernelBreakdown
 from kvroof.cost.memory_fit import fit_problem
 from kvroof.cost.timing import compute_breakdown, reused_tokens, ttft
 from kvroof.cost.transfer import transfer_breakdown
@@ -38,7 +44,7 @@ from kvroof.units import Kind, format_quantity
 from kvroof.validation.cases import LINK_QUANTITIES, UNIT_KINDS, Case
 
 __all__ = ["CopyParams", "Input", "Prediction", "as_text", "case_link", "engine_for",
-           "predict_case"]
+           "kernel_tables_overlap", "predict_case"]
 
 CopyParams = Mapping[str, Mapping[str, float]]
 """Per copy method (``copy-engine``, ``copy-kernel``): the fitted engine fields
@@ -188,14 +194,18 @@ def _settings_inputs(dep: Deployment, refitted: bool) -> list[Input]:
 
 
 def _model_prediction(case: Case, registry: Registry, engine: Engine | None,
-                      refitted: bool, inputs: list[Input]) -> Prediction:
+                      refitted: bool, inputs: list[Input], compute_model: str = "roofline",
+                      ttft_clock: str = "kernel") -> Prediction:
     dep = deployment(case.model or "", system=case.system, accelerator=case.accelerator,
                      link=case.link, registry=registry, engine=engine, tp=case.tp,
                      compute_dtype=case.compute_dtype, kv_dtype=case.kv_dtype,
-                     weight_dtype=case.weight_dtype)
+                     weight_dtype=case.weight_dtype, compute_model=compute_model,
+                     ttft_clock=ttft_clock)
     inputs.append(Input("deployment", dep.label,
                         _where(registry.entry("model", dep.model.name).path)))
     inputs += _settings_inputs(dep, refitted)
+    inputs.append(Input("compute model", compute_model, "kvroof validate --compute-model"))
+    inputs.append(Input("TTFT clock", ttft_clock, "kvroof validate --ttft-clock"))
     t = float(case.new_tokens or 0.0)
     k = float(case.cached_tokens or 0.0)
     problem = fit_problem(dep, t + k)
@@ -208,26 +218,45 @@ def _model_prediction(case: Case, registry: Registry, engine: Engine | None,
     run_t, run_k = reused_tokens(dep, t, k)
     compute = compute_breakdown(dep, run_t, run_k)
     transfer = transfer_breakdown(dep, run_k, run_t)
+    if isinstance(compute, KernelBreakdown):
+        kinds = ", ".join(f"{kind} {_time(float(value))}"
+                          for kind, value in compute.by_kind().items())
+        models = ", ".join(f"{name} {_time(float(value))}"
+                           for name, value in compute.by_model().items())
+        compute_row = Input("compute", _time(float(compute.total)),
+                            f"kernels, op by op: {kinds} (timed by {models})")
+    else:
+        compute_row = Input("compute", _time(float(compute.total)),
+                            f"FLOPs {_time(float(compute.flop_time))}, HBM reads "
+                            f"{_time(float(compute.hbm_time))}, all-reduce "
+                            f"{_time(float(compute.comm_time))}")
+    op_rows = tuple(
+        Input(f"op {op.label}", _time(float(op.seconds)),
+              f"{op.model}: {op.source}" + ("; " + "; ".join(op.notes) if op.notes else ""))
+        for op in (compute.ops if isinstance(compute, KernelBreakdown) else ()))
     parts = (
         Input("tokens run", f"T = {run_t:g} computed, K = {run_k:g} loaded",
               "prefix reused in whole blocks (kvroof.cost.timing.reused_tokens)"),
-        Input("compute", _time(float(compute.total)),
-              f"FLOPs {_time(float(compute.flop_time))}, HBM reads "
-              f"{_time(float(compute.hbm_time))}, all-reduce {_time(float(compute.comm_time))}"),
+        compute_row,
+        *op_rows,
         Input("transfer", _time(float(transfer.total)),
               f"{format_quantity(float(transfer.bytes_per_rank), Kind.CAPACITY)} loaded per "
               f"rank, {float(transfer.copies):.4g} copies ({_time(float(transfer.latency_time))}"
               f" of per-copy overhead), data {_time(float(transfer.data_time))}"),
         Input("TTFT", _time(float(result.ttft)),
-              f"{result.overlap} overlap + request overhead {_time(float(result.overhead))}"),
+              f"{result.overlap} overlap + request overhead {_time(float(result.overhead))}"
+              + (f" + serving overhead {_time(float(result.serving))} (client-side clock)"
+                 if result.clock == "client" else " (kernel time)")),
     )
     return Prediction(float(result.ttft), "", tuple(inputs), parts)
 
 
 def predict_case(case: Case, registry: Registry, *, engine_profiles: bool = True,
-                 refit: CopyParams | None = None, origin: str = "case") -> Prediction:
+                 refit: CopyParams | None = None, origin: str = "case",
+                 compute_model: str = "roofline", ttft_clock: str = "kernel") -> Prediction:
     """kvroof's prediction of ``case`` (SI units), with its inputs (module docstring).
-    ``origin`` names where the case's own fields come from (its file and index)."""
+    ``origin`` names where the case's own fields come from (its file and index);
+    ``compute_model`` and ``ttft_clock`` are the deployment settings model-level cases use."""
     inputs = _case_inputs(case, origin)
     engine = engine_for(case, registry, refit) if engine_profiles else None
     refitted = engine_profiles and refit is not None
@@ -237,7 +266,8 @@ def predict_case(case: Case, registry: Registry, *, engine_profiles: bool = True
     try:
         if case.quantity in LINK_QUANTITIES:
             return _link_prediction(case, registry, engine, refitted, inputs)
-        return _model_prediction(case, registry, engine, refitted, inputs)
+        return _model_prediction(case, registry, engine, refitted, inputs, compute_model,
+                                 ttft_clock)
     except KvroofError as error:
         return Prediction(None, str(error), tuple(inputs))
 
@@ -246,3 +276,24 @@ def as_text(value: float, quantity: str) -> str:
     """A measured or predicted value with its unit, for tables."""
     kind = UNIT_KINDS[quantity]
     return f"{value:.4g}" if kind is None else format_quantity(value, kind)
+
+
+def kernel_tables_overlap(case: Case, registry: Registry) -> str:
+    """Whether a model-level case shares its GPU and engine with the kernel tables
+    (:mod:`kvroof.kernels`): ``""`` for a link-level case, else one line saying which."""
+    if case.quantity in LINK_QUANTITIES:
+        return ""
+    from kvroof.kernels import covered, provenance
+
+    name = case.accelerator
+    if name is None and case.system is not None:
+        name = registry.system(case.system).accelerator
+    accelerator = registry.accelerator(name or "")
+    if not covered(accelerator):
+        return f"independent: no kernel tables for {accelerator.name}"
+    table = provenance(accelerator, "gemm")
+    engine = f"{table.get('framework', '?')} {table.get('version', '?')}"
+    family = registry.engine(case.engine).name.split("-")[0]
+    same_engine = str(table.get("framework", "")).lower().startswith(family[:4].lower())
+    return (f"same GPU ({accelerator.name}) {'and engine' if same_engine else 'only'}: tables "
+            f"from {engine}, the case ran {case.engine} {case.engine_version}".rstrip())

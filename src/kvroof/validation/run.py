@@ -7,6 +7,11 @@
 - ``held_out``: as ``after``, but the copy-size parameters are refitted without the case's own
   source (leave one source out), so no case is predicted with a fit that saw it.
 
+Model-level cases are predicted with the ``compute_model`` asked for (``roofline`` by default,
+or ``kernels``: the measured kernel tables op by op) and the ``ttft_clock`` (``kernel`` by
+default, or ``client``: the engine profiles' serving overheads added). Each case says whether it
+shares its GPU and engine with the kernel tables (``kernel_tables``).
+
 The ratio of a case is predicted over measured. Per quantity, over the cases in the statistics
 (A or B rating, not excluded, predictable): the median ratio, the worst ratio (the one farthest
 from 1 by factor, either way) and the mean absolute percentage error, ``MAPE = mean(|ratio - 1|)``.
@@ -17,10 +22,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from kvroof.cost.checks import one_of
+from kvroof.cost.deployment_settings import COMPUTE_MODELS, TTFT_CLOCKS
 from kvroof.specs.registry import Registry, default_registry
 from kvroof.validation.cases import QUANTITIES, Case, CaseFile, check_names, load_cases
 from kvroof.validation.fit import (
@@ -30,7 +37,7 @@ from kvroof.validation.fit import (
     fit_points,
     leave_one_source_out,
 )
-from kvroof.validation.predict import Prediction, predict_case
+from kvroof.validation.predict import Prediction, kernel_tables_overlap, predict_case
 
 __all__ = ["MODES", "CaseResult", "Mode", "QuantityStats", "ValidationResult", "validate"]
 
@@ -117,6 +124,16 @@ class ValidationResult:
     fits: dict[str, CopyFit]
     held_out_fits: dict[str, dict[str, CopyFit]]
     stats: tuple[QuantityStats, ...]
+    compute_model: str = "roofline"
+    ttft_clock: str = "kernel"
+    kernel_tables: dict[str, str] = field(default_factory=dict)
+    """Per case id: whether it shares its GPU and engine with the kernel tables."""
+
+    @property
+    def default_settings(self) -> bool:
+        """Whether the model-level cases used the defaults (roofline, kernel clock); the JSON
+        adds ``compute_model``, ``ttft_clock`` and each case's ``kernel_tables`` otherwise."""
+        return self.compute_model == "roofline" and self.ttft_clock == "kernel"
 
     def held_out_fit_error(self, method: str) -> float:
         """The largest factor error over ``method``'s fitted points when each is predicted by
@@ -176,11 +193,16 @@ class ValidationResult:
                 "in_statistics": r.in_statistics,
                 "excluded_reason": r.excluded_reason,
             }
+            if not self.default_settings:
+                item["kernel_tables"] = self.kernel_tables.get(r.case.id, "")
             for mode in MODES:
                 item[mode] = r.prediction(mode).value
                 item[f"ratio_{mode}"] = r.ratio(mode)
             cases.append(item)
+        settings = {} if self.default_settings else {
+            "compute_model": self.compute_model, "ttft_clock": self.ttft_clock}
         return {
+            **settings,
             "cases": cases,
             "statistics": [
                 {"quantity": s.quantity, "mode": s.mode, "cases": s.cases,
@@ -218,9 +240,13 @@ def _fit_dict(fit: CopyFit) -> dict[str, Any]:
 
 
 def validate(folders: Iterable[str | Path] | None = None,
-             registry: Registry | None = None) -> ValidationResult:
+             registry: Registry | None = None, *, compute_model: str = "roofline",
+             ttft_clock: str = "kernel") -> ValidationResult:
     """Load the cases (default: the built-in ones), predict each before and after engine
-    profiles and held out, and summarize (module docstring)."""
+    profiles and held out, and summarize (module docstring). ``compute_model`` and
+    ``ttft_clock`` are the deployment settings of the model-level cases."""
+    one_of("compute_model", compute_model, COMPUTE_MODELS)
+    one_of("ttft_clock", ttft_clock, TTFT_CLOCKS)
     reg = registry or default_registry()
     files = tuple(load_cases(folders))
     check_names(files, reg)
@@ -228,6 +254,7 @@ def validate(folders: Iterable[str | Path] | None = None,
     fits = fit_copy_methods(points)
     held_out_fits = leave_one_source_out(points)
     results = []
+    overlaps: dict[str, str] = {}
     for loaded in files:
         # a source outside the fit subset is held out by construction: its held-out prediction
         # is the one with the shipped profiles
@@ -235,14 +262,21 @@ def validate(folders: Iterable[str | Path] | None = None,
         refit = None if held is None else as_params(held)
         for index, case in enumerate(loaded.cases):
             origin = f"case: {loaded.path.name} cases[{index}]"
-            after = predict_case(case, reg, origin=origin)
+            after = predict_case(case, reg, origin=origin, compute_model=compute_model,
+                                 ttft_clock=ttft_clock)
             results.append(CaseResult(
                 loaded, index, case,
-                before=predict_case(case, reg, engine_profiles=False, origin=origin),
+                before=predict_case(case, reg, engine_profiles=False, origin=origin,
+                                    compute_model=compute_model, ttft_clock=ttft_clock),
                 after=after,
-                held_out=(predict_case(case, reg, refit=refit, origin=origin) if refit is not None
-                          else after),
+                held_out=(predict_case(case, reg, refit=refit, origin=origin,
+                                       compute_model=compute_model, ttft_clock=ttft_clock)
+                          if refit is not None else after),
             ))
+            overlap = kernel_tables_overlap(case, reg)
+            if overlap:
+                overlaps[case.id] = overlap
     quantities = [q for q in QUANTITIES if any(r.case.quantity == q for r in results)]
     stats = tuple(_stats(results, q, mode) for mode in MODES for q in quantities)
-    return ValidationResult(files, tuple(results), fits, held_out_fits, stats)
+    return ValidationResult(files, tuple(results), fits, held_out_fits, stats, compute_model,
+                            ttft_clock, overlaps)
