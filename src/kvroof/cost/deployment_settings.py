@@ -62,6 +62,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+import kvroof.cost.compute_figures as compute_figures
 from kvroof.cost.checks import (
     dtype_bytes,
     efficiency,
@@ -71,6 +72,7 @@ from kvroof.cost.checks import (
     scalar_or_array,
     token_count,
 )
+from kvroof.cost.compute_figures import COMPUTE_MODELS, ComputeModel
 from kvroof.cost.flop_terms import MLA_MODES, MlaMode
 from kvroof.cost.granularity import Granularity
 from kvroof.cost.groups import tp_problem
@@ -87,7 +89,6 @@ from kvroof.cost.kv_terms import LOCAL_KV, LocalKv
 from kvroof.cost.tiers import check_tier_fractions
 from kvroof.cost.weight_bytes import WeightBytes, weight_bytes_per_rank
 from kvroof.errors import KvroofError, short_repr
-from kvroof.specs.base import DTYPE_BYTES
 from kvroof.specs.engine import Engine
 from kvroof.specs.hardware import Accelerator, Calibration, Link, System
 from kvroof.specs.model import ModelSpec
@@ -110,8 +111,6 @@ __all__ = [
 ]
 
 SparseLoad = Literal["all"] | float
-ComputeModel = Literal["roofline", "kernels", "auto"]
-COMPUTE_MODELS: tuple[ComputeModel, ...] = ("roofline", "kernels", "auto")
 MoeRouting = Literal["balanced", "power_law_1.01", "power_law_1.2"]
 MOE_ROUTINGS: tuple[MoeRouting, ...] = ("balanced", "power_law_1.01", "power_law_1.2")
 TtftClock = Literal["kernel", "client"]
@@ -200,14 +199,7 @@ class DeploymentSettings:
             raise KvroofError(f"memory_utilization: must be in (0, 1], got "
                               f"{self.memory_utilization!r}")
         token_count("kv_reserve_tokens", self.kv_reserve_tokens)
-        if self.compute_dtype not in DTYPE_BYTES:
-            raise KvroofError(f"compute_dtype: unknown dtype {self.compute_dtype!r}")
-        if self.compute is None and self.compute_dtype not in self.accelerator.peak_compute:
-            known = ", ".join(self.accelerator.peak_compute)
-            raise KvroofError(
-                f"compute_dtype: {self.accelerator.name} has no published peak for "
-                f"{self.compute_dtype} (it has {known}); give compute explicitly"
-            )
+        compute_figures.check_compute_dtype(self)
         dtype_bytes(self.kv_dtype, "kv_dtype")
         one_of("mla_mode", self.mla_mode, MLA_MODES)
         if self.bandwidth_source is not None:
@@ -265,18 +257,6 @@ class DeploymentSettings:
         if problem:
             raise KvroofError(f"tp: {problem}")
 
-    @property
-    def uses_kernels(self) -> bool:
-        """Whether compute is timed op by op from the kernel tables: ``compute_model`` kernels,
-        or auto on an accelerator with tables (:mod:`kvroof.cost.kernel_time`)."""
-        if self.compute_model == "roofline":
-            return False
-        if self.compute_model == "kernels":
-            return True
-        from kvroof.kernels import covered
-
-        return bool(covered(self.accelerator))
-
     # -- calibration ----------------------------------------------------------------------------
     @property
     def calibration(self) -> Calibration | None:
@@ -301,66 +281,47 @@ class DeploymentSettings:
             return calibration.overlap_efficiency
         return 1.0
 
+    # -- compute (resolved by kvroof.cost.compute_figures) -------------------------------------
+    @property
+    def uses_kernels(self) -> bool:
+        """Whether compute is timed op by op from the kernel tables: ``compute_model`` kernels,
+        or auto on an accelerator with tables (:mod:`kvroof.cost.kernel_time`)."""
+        return compute_figures.uses_kernels(self)
+
     @property
     def default_compute_efficiency(self) -> float:
         """Efficiency without a setting or calibration: the accelerator's published maximum
         achievable matmul throughput over its peak for ``compute_dtype`` (1 with a ``compute``
         override, or when nothing is published)."""
-        if self.compute is not None:
-            return 1.0
-        achieved = self.accelerator.achievable_compute.get(self.compute_dtype)  # type: ignore[call-overload]
-        peak = self.accelerator.peak_compute.get(self.compute_dtype)  # type: ignore[call-overload]
-        if achieved is None or peak is None:
-            return 1.0
-        return float(achieved / peak)
+        return compute_figures.default_compute_efficiency(self)
 
     @property
     def compute_efficiency_source(self) -> str:
         """Where the compute efficiency comes from, in words (shown in every output)."""
-        if self.compute_efficiency is not None:
-            return "set"
-        if self.calibration is not None:
-            return "calibrated curve"
-        if self.compute is not None:
-            return "peak (compute override)"
-        if self.compute_dtype in self.accelerator.achievable_compute:
-            return "achievable matmul (published)"
-        return "peak (no published achievable figure)"
+        return compute_figures.compute_efficiency_source(self)
 
     def compute_efficiency_at(self, new_tokens: ArrayLike) -> Any:
         """Compute efficiency for a prefill of ``new_tokens``: the ``compute_efficiency``
         setting, else the calibrated ``max x T / (T + half)``, else the default
         (:attr:`default_compute_efficiency`)."""
-        if self.compute_efficiency is not None:
-            return scalar_or_array(np.asarray(self.compute_efficiency, dtype=np.float64))
-        calibration = self.calibration
-        if calibration is None:
-            return self.default_compute_efficiency
-        t = np.asarray(new_tokens, dtype=np.float64)
-        half = calibration.compute_half_tokens
-        with np.errstate(invalid="ignore", divide="ignore"):
-            curve = np.where(t > 0, t / np.where(t + half > 0, t + half, 1.0), 1.0)
-        return scalar_or_array(calibration.compute_efficiency_max * curve)
+        return compute_figures.compute_efficiency_at(self, new_tokens)
 
-    # -- compute --------------------------------------------------------------------------------
     @property
     def peak_compute(self) -> Any:
         """Peak FLOP/s of one GPU for ``compute_dtype`` (or the ``compute`` override)."""
-        if self.compute is not None:
-            return scalar_or_array(np.asarray(self.compute, dtype=np.float64))
-        return self.accelerator.peak_compute[self.compute_dtype]  # type: ignore[index]
+        return compute_figures.peak_compute(self)
 
     @property
     def effective_compute(self) -> Any:
         """FLOP/s one GPU sustains on large prefills: peak x compute efficiency (for a
         calibrated curve, its maximum; :meth:`compute_efficiency_at` gives it at a given T)."""
-        if self.compute_efficiency is None and self.calibration is not None:
-            factor: Any = self.calibration.compute_efficiency_max
-        else:
-            factor = self.compute_efficiency_at(np.inf)
-        return scalar_or_array(
-            np.asarray(self.peak_compute, dtype=np.float64) * np.asarray(factor, dtype=np.float64)
-        )
+        return compute_figures.effective_compute(self)
+
+    @property
+    def paper_compute(self) -> Any:
+        """Per-GPU compute as the paper's formula takes it: the peak, times a compute efficiency
+        only where one is set or calibrated (never the achievable-matmul default)."""
+        return compute_figures.paper_compute(self)
 
     # -- HBM and weights ------------------------------------------------------------------------
     @property
@@ -405,14 +366,6 @@ class DeploymentSettings:
         """Whether only the first rank of the TP group reads cached KV from the host (MLA with
         ``mla_tp_load`` rank0-broadcast)."""
         return self.model.is_mla and self.tp > 1 and self.mla_tp_load == "rank0-broadcast"
-
-    @property
-    def paper_compute(self) -> Any:
-        """Per-GPU compute as the paper's formula takes it: the peak, times a compute efficiency
-        only where one is set or calibrated (never the achievable-matmul default)."""
-        if self.compute_efficiency is None and self.calibration is None:
-            return self.peak_compute
-        return self.effective_compute
 
     # -- bandwidth ------------------------------------------------------------------------------
     @property
