@@ -112,6 +112,7 @@ class ReplicaAdmission(ReplicaState):
             new = request.prompt - hbm_tokens - external
             if seconds > self.alone_compute(new, hbm_tokens + external):
                 self.held_until = self.h2d.free_at - self.settings.admission_backlog
+                self._tried.append((request, blocks))
                 return HELD, 0
         asynchronous = external > 0 and self.settings.load_mode == "async"
         rest = request.prompt - hbm_tokens - external
@@ -123,6 +124,7 @@ class ReplicaAdmission(ReplicaState):
         if not pool.allocate(external + n + state):
             if pinned:
                 pool.unpin(pinned)
+            self._tried.append((request, blocks))
             return BLOCKED, 0
         request.pinned = list(pinned)
         request.hbm_blocks = blocks

@@ -28,11 +28,29 @@ class DecodeRun:
     flops0: float
     flops_slope: float
     limit: int = 0
+    last: float = 0.0
+    """When its last step starts: the replica's next event while the run is pending (the run is
+    applied whole then, as stepping would apply that last step, and its finishes with it)."""
 
     def duration(self, steps: int) -> float:
         return envelope_sum(self.time_lines, steps)
 
-    @property
-    def end(self) -> float:
-        return self.start + self.duration(self.steps)
+    def busiest(self, steps: int) -> tuple[float, float]:
+        """(time, busy seconds) of the busiest of the first ``steps`` steps: the first or the
+        last, as the busy time (the larger of two affine lines) is convex in the step. A step's
+        time grows with its busy time alone (its all-reduce is fixed, a power cap scales it),
+        so this is also the step that draws the most power."""
+        (a_flop, b_flop), (a_hbm, b_hbm) = self.busy_lines
+        s = steps - 1
+        flop, hbm = a_flop + b_flop * s, a_hbm + b_hbm * s
+        if max(flop, hbm) < max(a_flop, a_hbm):
+            s = 0
+        time = 0.0
+        for a, b in self.time_lines:
+            value = a + b * s
+            if value > time:
+                time = value
+        busy = a_flop + b_flop * s
+        value = a_hbm + b_hbm * s
+        return time, (value if value > busy else busy)
 

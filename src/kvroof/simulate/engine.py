@@ -5,7 +5,9 @@ Each iteration (at :attr:`Engine.now`):
 1. Running requests first: every decoding request gets one token, every request with prompt
    left gets its next chunk (admission order) while the token budget lasts; their new KV must
    fit in HBM, else the newest running request is preempted (its KV freed, its prompt and
-   output so far recomputed later; vLLM's recompute preemption) until it does.
+   output so far recomputed later; vLLM's recompute preemption) until it does. The last one
+   running is not preempted while loaded requests waiting behind it hold KV: the newest of
+   them gives it back first (it loads again later; else that request could never finish).
 2. Waiting requests by the scheduler's policy (:mod:`kvroof.simulate.scheduler`), up to
    ``max_num_seqs`` running and the token budget. A request's cached prefix is looked up in HBM,
    then host DRAM, then the further tier (:meth:`Engine.lookup`,
@@ -24,7 +26,8 @@ Each iteration (at :attr:`Engine.now`):
 Between events, an iteration that only decodes repeats with every context one token longer;
 such runs are fast-forwarded in closed form (:mod:`kvroof.simulate.fast_forward`,
 :mod:`kvroof.simulate.affine`) up to the next finish, the next time HBM runs out, the next load
-completion, or a routed arrival (which cuts a run at the first iteration boundary after it).
+completion, or a routed arrival (which cuts a run at the first iteration boundary after it),
+with the same outcome as stepping them (the conditions are in that module).
 
 This module holds the step itself (steps 1 and 2, arrivals, preemption). :class:`Engine`
 inherits the replica's state (:mod:`kvroof.simulate.replica_state`) and the parts named above;
@@ -38,7 +41,6 @@ import math
 
 from kvroof.errors import KvroofError
 from kvroof.simulate.admission import ReplicaAdmission
-from kvroof.simulate.affine import steps_before
 from kvroof.simulate.fast_forward import ReplicaFastForward
 from kvroof.simulate.replica_state import Finish
 from kvroof.simulate.request import LOADING, PREFILL, READY, WAITING, Request
@@ -56,20 +58,14 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
     # -- arrivals ---------------------------------------------------------------------------------
     def accept(self, request: Request, time: float) -> None:
         """A request routed here at ``time`` (an iteration boundary at or after it sees it)."""
-        if self.pending is not None and time < self.pending.end:
-            run = self.pending
-            self.pending = None
-            steps = steps_before(run.time_lines, time - run.start, run.steps)
-            if steps:
-                self._apply_run(run, steps)
-            else:  # nothing of the run has started: give back its first step's KV
-                self.pool.release(run.decodes)
+        if self.pending is not None:
+            self._cut(time)
         if self.now < time:
             self.now = time
         request.replica = self.index
         self.waiting.append(request)
         self.outstanding += 1
-        self.next_time = self.now if self.pending is None else self.pending.end
+        self.next_time = self.now
 
     # -- the step ---------------------------------------------------------------------------------
     def advance(self) -> None:
@@ -87,12 +83,20 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
         self._apply_saves(self.now)
         decodes, budget = self._schedule_running()
         self._load_end = self.now
+        if self._tried:
+            self._tried.clear()
+        seq = self.seq
+        evicted = self.host.evicted
         _, limit = admit(self, budget, self.skip, self.settings.aging_limit)
         chunks = self._chunks
         if not chunks and decodes == 0:
             self._idle()
             return
+        # a run repeats this step's admissions unchanged: not after a utilization-aware step
+        # started a load (the link's backlog and the aging credits it changed can change the
+        # next step's), nor after one that evicted from host DRAM
         if (not chunks and self._load_end == self.now and self.settings.fast_forward
+                and (self.seq == seq or not self.skip) and self.host.evicted == evicted
                 and self._plan_run(decodes)):
             assert self.pending is not None
             self.pending.limit = limit
@@ -104,10 +108,11 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
         """Nothing could be scheduled: sleep until a load lands or held requests may go."""
         wake = math.inf
         loads = self.loads
-        while loads and (loads[0][2].state != LOADING or loads[0][0] <= self.now):
-            _, _, landed = heapq.heappop(loads)
-            if landed.state == LOADING:  # landed, but the queue never reached it
-                landed.state = READY
+        while loads and (loads[0][2].state != LOADING or loads[0][2].load_done != loads[0][0]
+                         or loads[0][0] <= self.now):
+            done, _, landed = heapq.heappop(loads)
+            if landed.state == LOADING and landed.load_done == done:
+                landed.state = READY  # landed, but the queue never reached it
         if self.loads:
             wake = self.loads[0][0]
         if self.held_until > self.now:
@@ -165,6 +170,8 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
             if not self.running:
                 raise KvroofError(f"replica {self.index}: KV space exhausted with nothing to "
                                   "preempt (internal error)")
+            if len(self.running) == 1 and self._unstick():
+                continue  # loaded requests would starve the last running one: they load again
             self._preempt(next(reversed(self.running.values())))
 
     def _preempt(self, request: Request) -> None:

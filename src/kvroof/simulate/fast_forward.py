@@ -1,13 +1,27 @@
-"""Fast-forwarding: a run of identical decode iterations summed in closed form.
+"""Fast-forwarding: a run of identical decode iterations summed in closed form, exactly.
 
 Between events, an iteration that only decodes repeats with every context one token longer;
 such runs are planned as a :class:`kvroof.simulate.decode_run.DecodeRun` (step times as affine
-lines, :mod:`kvroof.simulate.affine`) up to the next finish, the next time HBM runs out, the next
-load completion or held request's release, and applied whole or, when a routed arrival cuts
-them, up to the first iteration boundary after it. Where a capped decode rule (a sliding
-window below its span, a chunk) makes a step's cost non-affine, the replica steps instead.
-"""
+lines, :mod:`kvroof.simulate.affine`). Where a capped decode rule (a sliding window below its
+span, a chunk) makes a step's cost non-affine, the replica steps instead.
 
+A run makes the decisions stepping would make, iteration by iteration (docs/simulate.md,
+"Speed"); what it must respect:
+
+- **What others read.** A stepped iteration takes effect when it starts (its finishes, its
+  KV); so a pending run's next event is the start of its last step, where it is applied whole
+  (its finishes with it), and a router that looks up cached prefixes first applies the steps
+  that have started (:meth:`ReplicaFastForward.settle`) when their KV evicted cached blocks. A
+  request routed to the replica cuts the run after the steps that started before it.
+- **What the skipped steps' admissions would see.** Each stepped iteration offers the waiting
+  requests a place again; a run repeats the outcome of its first. So it ends before the next
+  finish, the next time HBM runs out, a load landing, a held request's release, a write-back
+  landing while requests wait with sequence slots free, and the first step whose KV would
+  evict a cached block a waiting request found (:meth:`ReplicaFastForward._steps_keeping`); and
+  the engine plans none after an iteration that evicted from host DRAM, or a
+  utilization-aware one that started a load (the link backlog and aging credits it changed can
+  change the next offer).
+"""
 from __future__ import annotations
 
 import heapq
@@ -34,6 +48,8 @@ class ReplicaFastForward(ReplicaIterations):
             heapq.heappop(finishes)
         limit = finishes[0][0] - self.step_no if finishes else 1
         limit = min(limit, 1 + self.pool.available // decodes)
+        if self._tried and limit > 1:
+            limit = self._steps_keeping(decodes, limit)
         if limit <= 1:
             return False
         if self.caps:  # closed form only where every capped rule is saturated
@@ -42,12 +58,16 @@ class ReplicaFastForward(ReplicaIterations):
             if min(self._contexts(self.step_no)) + 1 < max(span for _, span in self.caps):
                 return False
         horizon = math.inf
-        while self.loads and self.loads[0][2].state != LOADING:
-            heapq.heappop(self.loads)
-        if self.loads:
-            horizon = self.loads[0][0]
+        loads = self.loads
+        while loads and (loads[0][2].state != LOADING or loads[0][2].load_done != loads[0][0]):
+            heapq.heappop(loads)  # landed, or an earlier load of a request loading again
+        if loads:
+            horizon = loads[0][0]
         if self.held_until > self.now:
             horizon = min(horizon, self.held_until)
+        if self.saves and self.waiting and len(self.running) < self.res.max_seqs:
+            # a write-back landing in host DRAM can change what a waiting request finds there
+            horizon = min(horizon, self.saves[0][0])
         f0, k0 = self._decode_cost(decodes, self.step_no)
         f1, k1 = self._decode_cost(decodes, self.step_no + 1)
         m = self.m
@@ -61,10 +81,33 @@ class ReplicaFastForward(ReplicaIterations):
         steps = steps_before(time_lines, horizon - self.now, limit)
         if steps <= 1:
             return False
-        self.pending = DecodeRun(self.now, steps, decodes, time_lines, busy_lines, f0, f1 - f0)
-        self.next_time = self.pending.end
+        run = DecodeRun(self.now, steps, decodes, time_lines, busy_lines, f0, f1 - f0)
+        run.last = self.now + run.duration(steps - 1)
+        self.pending = run
+        self.next_time = run.last
         self._chunks = []
         return True
+
+    def _steps_keeping(self, decodes: int, limit: int) -> int:
+        """Steps (at most ``limit``) whose KV evicts none of the cached blocks that a waiting
+        request found in this step's admissions: losing one changes what its next try finds
+        (a shorter hit, another chunk, a hold), so the run must end before."""
+        pool = self.pool
+        free = pool.capacity - pool.used
+        need = (limit - 1) * decodes - free  # what the whole run would evict
+        if need <= 0:
+            return limit
+        found: set[int] = set()
+        for request, blocks in self._tried:
+            found.update(request.block_ids[:blocks])
+        room = free  # KV the run may take before it evicts a found block
+        for block, size in pool.lru.items():  # oldest first: evicted in this order
+            if block in found:
+                break
+            room += size
+            if room - free >= need:
+                return limit
+        return min(limit, 1 + room // decodes)
 
     def _apply_run(self, run: DecodeRun, steps: int) -> None:
         """The first ``steps`` iterations of a planned run."""
@@ -78,9 +121,37 @@ class ReplicaFastForward(ReplicaIterations):
         self.dynamic_joules += self.power.dynamic * busy * self.res.gpus
         self.log.add(self.index, run.start, duration, steps, 0, decodes, 0, 0.0, busy, flops,
                      self.power.power(duration, busy))
+        peak = self.power.power(*run.busiest(steps))
+        if peak > self.peak_power:
+            self.peak_power = peak
         if self.check:
             self._check(decodes)
         self.limits[run.limit] += steps
         self.step_no += steps
         self.now = run.start + duration
         self._finish_decodes(self.now)
+
+    def _cut(self, time: float) -> None:
+        """Apply the steps of the pending run that start before ``time`` (at least its first,
+        which started when it was planned); the replica's next iteration starts where they
+        end."""
+        run = self.pending
+        assert run is not None
+        self.pending = None
+        steps = steps_before(run.time_lines, time - run.start, run.steps)
+        self._apply_run(run, steps if steps > 1 else 1)
+        self.next_time = self.now
+
+    def settle(self, time: float) -> bool:
+        """Bring the prefix cache in HBM to what stepping would show at ``time``: the steps of
+        a pending run that start before ``time`` evict cached blocks when their KV needs the
+        room, so apply them (True: the replica's next event moved). Its queues and counts need
+        nothing: a run's finishes come with its last step, which is applied when it starts."""
+        run = self.pending
+        if run is None or time <= run.start:
+            return False
+        fits = 1 + (self.pool.capacity - self.pool.used) // run.decodes  # steps evicting nothing
+        if fits >= run.steps or run.duration(fits) >= time - run.start:
+            return False  # its first evicting step has not started: the cache is as it was
+        self._cut(time)
+        return True

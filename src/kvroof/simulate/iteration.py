@@ -61,6 +61,8 @@ class ReplicaIterations(ReplicaState):
         start = self.now
         end = start + time
         power = self.power.power(time, busy)
+        if power > self.peak_power:
+            self.peak_power = power
         self.dynamic_joules += self.power.dynamic * busy * self.res.gpus
         self.log.add(self.index, start, time, 1, prefill_tokens, decodes, len(self._chunks),
                      loads if loads > 0 else 0.0, busy, flops, power)

@@ -18,7 +18,8 @@ Summary (SI units; latencies in seconds):
   (``split``), computed; hit rates = those shares;
 - host-link utilization per direction (busy time over makespan, mean over replicas), compute
   utilization (FLOPs over the replicas' peak FLOP/s x makespan);
-- power per GPU (mean over the makespan including idle time, and the largest iteration's),
+- power per GPU (mean over the makespan including idle time, and the largest iteration's, each
+  iteration of a fast-forwarded run counted on its own),
   energy in joules (all GPUs), per request and per output token;
 - what limited each iteration's batch (shares of iterations: the queue ran out, the token
   budget, the sequence slots, HBM for a waiting request's KV, the host link under admission
@@ -116,6 +117,14 @@ class SimResult:
         return flat
 
 
+def _peak_power(iterations: dict[str, NDArray[np.float64]], totals: dict[str, Any]) -> float:
+    """The largest iteration's power per GPU: ``totals["power_max"]`` when the engines tracked
+    it (a fast-forwarded run's row holds its mean, its peak is at one of its ends), else the
+    largest row's."""
+    peak = totals.get("power_max")
+    return float(peak if peak is not None else iterations["power_w"].max())
+
+
 def summarize(requests: dict[str, NDArray[Any]], iterations: dict[str, NDArray[np.float64]],
               totals: dict[str, Any]) -> dict[str, Any]:
     """The summary of a simulation (see the module docstring); ``totals`` carries what only the
@@ -178,7 +187,7 @@ def summarize(requests: dict[str, NDArray[Any]], iterations: dict[str, NDArray[n
         "link_d2h_utilization": totals["d2h_busy"] / (span * totals["replicas"]),
         "compute_utilization": float(iterations["flops"].sum()) / (totals["peak_flops"] * span),
         "power_mean_w": energy / (span * gpus),
-        "power_max_w": float(iterations["power_w"].max()) if count else totals["idle_power"],
+        "power_max_w": _peak_power(iterations, totals) if count else totals["idle_power"],
         "energy_j": energy,
         "energy_per_request_j": energy / n if n else float("nan"),
         "energy_per_output_token_j": energy / output_tokens if output_tokens else float("nan"),

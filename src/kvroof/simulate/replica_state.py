@@ -65,14 +65,17 @@ class ReplicaState:
         self.decode_base = 0  # sum of (context at join - join step) over decoding requests
         self.step_no = 0
         self.finishes: list[tuple[int, int, Request]] = []
-        self.loads: list[tuple[float, int, Request]] = []
+        self.loads: list[tuple[float, int, Request]] = []  # (done, seq, request); stale
+        # entries (the request landed, or loads again: another load_done) are skipped
         self.saves: list[tuple[float, int, list[int], list[int]]] = []
         self.seq = 0
         self.outstanding = 0
         self.preemptions = 0
         self.dynamic_joules = 0.0
+        self.peak_power = 0.0  # per GPU, of the most power-hungry iteration
         self.held_until = -math.inf
         self.limits = [0] * len(LIMITS)  # iterations by what limited their batch
         # the iteration being scheduled
         self._chunks: list[tuple[Request, int, int, bool]] = []
         self._load_end = 0.0
+        self._tried: list[tuple[Request, int]] = []  # (request, its HBM blocks) not admitted

@@ -1,5 +1,6 @@
 """Which replica gets a request. Each router sees the replicas as they are at the arrival (a
-replica in the middle of an iteration shows that iteration's end), and only replicas whose KV
+replica in the middle of an iteration shows that iteration's end, whether its iterations are
+stepped or fast-forwarded: :mod:`kvroof.simulate.fast_forward`), and only replicas whose KV
 space can hold the request are candidates.
 
 - ``round-robin``: the next replica in turn.
@@ -44,6 +45,9 @@ class Router:
         self.kind = kind
         self.engines = engines
         self.turn = 0
+        self.settled: list[int] = []
+        """Replicas whose pending decode run the last :meth:`choose` applied in part (their
+        next event moved)."""
         self.critical: list[float] = []
         if kind == "kappa":
             for engine in engines:
@@ -62,6 +66,8 @@ class Router:
         """A replica among ``candidates`` (indices of replicas that can hold the request);
         ``preloaded`` tokens of its prefix are in host DRAM wherever it goes (a table's K)."""
         kind = self.kind
+        if self.settled:
+            self.settled.clear()
         if len(candidates) == 1:
             return candidates[0]
         if kind == "round-robin":
@@ -71,8 +77,11 @@ class Router:
         if kind == "least-loaded":
             return self._least(candidates)
         matches = []
+        settled = self.settled
         for i in candidates:
             engine = self.engines[i]
+            if engine.settle(time):
+                settled.append(i)
             engine._apply_saves(time)
             _, hbm, host, tier = engine.lookup(request)
             matches.append(max(hbm + host + tier, min(preloaded, request.prompt - 1)))

@@ -2,8 +2,10 @@
 
 Events are arrivals (open loop: the trace's times; closed loop: a user's next request after its
 previous one finishes, plus a think time) and each replica's next decision (its next iteration,
-the end of a fast-forwarded run, a load landing). The loop always takes the earliest; an arrival
-that ties a replica's decision goes first, so an iteration starting at the arrival time sees it.
+the start of a fast-forwarded run's last iteration, a load landing). The loop always takes the
+earliest; an arrival that ties a replica's decision goes first, so an iteration starting at the
+arrival time sees it, and replicas' decisions that tie go by replica index (not by how many
+events each has had, which fast-forwarding changes).
 Idle time is skipped: a replica with nothing to do has no next decision until a request reaches
 it.
 
@@ -115,26 +117,36 @@ def _check_requests(trace: RequestTrace, resources: Sequence[ReplicaResources],
     unknown = np.flatnonzero(~trace.output_known)
     if unknown.size:
         raise KvroofError(f"{trace.where(int(unknown[0]))}: output length unknown "
-                          f"({unknown.size} request(s)); give output lengths")
+                          f"({unknown.size:,} of {len(trace):,} requests); give output lengths: "
+                          "prepare_trace(output_tokens=...) takes N, exp:MEAN or uniform:LO:HI")
     inputs = trace.input_tokens
     outputs = trace.output_tokens.copy()
     context = resources[0].max_context
     keep = np.ones(len(trace), dtype=bool)
-    problems: list[tuple[int, str]] = []
+    problems: list[tuple[int, str, str, int]] = []  # (first, what, why, how many)
     if context is not None:
         long = np.flatnonzero(inputs > context)
         problems += [(int(i), f"input of {int(inputs[i]):,} tokens is longer than the model's "
-                      f"context ({context:,})") for i in long[:1]]
+                      f"context ({context:,})", "longer than the context", long.size)
+                     for i in long[:1]]
         keep[long] = False
     capacity = max(res.hbm_tokens - res.state_tokens for res in resources)
     need = inputs + np.minimum(outputs, (context or 2**62) - inputs)
     big = np.flatnonzero(keep & (need > capacity))
     problems += [(int(i), f"needs {int(need[i]):,} tokens of KV but the largest replica's KV "
-                  f"space holds {capacity:,} per GPU") for i in big[:1]]
+                  f"space holds {capacity:,} per GPU", "larger than any replica's KV space",
+                  big.size) for i in big[:1]]
     keep[big] = False
     if problems and not skip_bad:
-        index, what = min(problems)
+        index, what, _, _ = min(problems)
         raise KvroofError(f"{trace.where(index)}: {what}; --skip-bad skips such requests")
+    if not keep.any():  # say why nothing is left
+        why = "; ".join(f"{count:,} skipped as {short} (first: {trace.record_unit} "
+                        f"{int(trace.record[index])}: {what})"
+                        for index, what, short, count in problems) or "the trace is empty"
+        loaded = (f"; {trace.skipped:,} bad record{'s' * (trace.skipped != 1)} skipped on "
+                  "loading" if trace.skipped else "")
+        raise KvroofError(f"{trace.path or trace.name}: no request can be served: {why}{loaded}")
     cut = 0
     if context is not None:
         over = keep & (inputs + outputs > context)
@@ -250,7 +262,7 @@ def simulate(
     need = (trace.input_tokens + outputs).tolist()
     smallest = min(capacity)
     everyone = list(range(len(engines)))
-    heap: list[tuple[float, int, int]] = []
+    heap: list[tuple[float, int, int]] = []  # (time, replica, version): ties go by replica
     version = [0] * len(engines)
     total = int(keep.sum())
     start_wall = wallclock.perf_counter()
@@ -268,7 +280,7 @@ def simulate(
                     last_report = now_wall
                     progress(len(done) / total, min(e.now for e in engines))
             t_arrival = arrivals[0][0] if arrivals else math.inf
-            while heap and heap[0][1] != version[heap[0][2]]:
+            while heap and heap[0][2] != version[heap[0][1]]:
                 heapq.heappop(heap)
             t_engine = heap[0][0] if heap else math.inf
             if t_arrival == math.inf and t_engine == math.inf:
@@ -282,15 +294,19 @@ def simulate(
                 fit = everyone if need[index] <= smallest else [
                     i for i, c in enumerate(capacity) if c >= need[index]]
                 target = router.choose(request, fit, time, int(ends[preload - 1]) if preload else 0)
+                for moved in router.settled:  # replicas the router brought up to the arrival
+                    if moved != target:
+                        version[moved] += 1
+                        heapq.heappush(heap, (engines[moved].next_time, moved, version[moved]))
                 engines[target].accept(request, time)
                 engine = engines[target]
             else:
-                _, _, target = heapq.heappop(heap)
+                _, target, _ = heapq.heappop(heap)
                 engine = engines[target]
                 engine.advance()
             version[target] += 1
             if engine.next_time < math.inf:
-                heapq.heappush(heap, (engine.next_time, version[target], target))
+                heapq.heappush(heap, (engine.next_time, target, version[target]))
     finally:
         if collecting:
             gc.enable()
@@ -360,6 +376,7 @@ def _result(trace: RequestTrace, settings: SimSettings, resources: Sequence[Repl
         "idle_watts": sum(res.gpus * res.idle_power for res in resources),
         "idle_power": resources[0].idle_power,
         "dynamic_joules": sum(e.dynamic_joules for e in engines),
+        "power_max": max(e.peak_power for e in engines),
         "preemptions": sum(e.preemptions for e in engines),
         "limits": _limit_shares(engines),
         "output_cut": cut,
