@@ -528,7 +528,7 @@ def test_long_runs_use_minutes_or_hours(figures: dict[str, Figure],
                                         runs: dict[str, Any]) -> None:
     assert figures["timeline-16h"].axes[1].get_xlabel() == "simulated time (h)"
     assert figures["timeline"].axes[1].get_xlabel() == "simulated time (s)"
-    from kvroof.plot.simulate import _time_unit
+    from kvroof.plot.timeline import _time_unit
 
     assert _time_unit(50 * 60) == ("min", 60.0) and _time_unit(20 * 60) == ("s", 1.0)
     power = by_gid(figures["timeline-16h"], "power")[0]

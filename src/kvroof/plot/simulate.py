@@ -12,82 +12,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from kvroof.plot.timeline import idle_power, timeline_figure
+from kvroof.simulate.steady_state import (
+    SATURATION_GROWTH,
+    SATURATION_MIN_REQUESTS,
+    SATURATION_SHARE,
+    Saturation,
+    format_seconds,
+    saturation,
+    saturation_notes,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from kvroof.simulate.metrics import SimResult
 
-__all__ = ["Saturation", "coinciding", "latency_vs_rps_figure", "saturation",
-           "timeline_figure", "ttft_cdf_figure"]
+__all__ = ["SATURATION_GROWTH", "SATURATION_MIN_REQUESTS", "SATURATION_SHARE", "Saturation",
+           "coinciding", "idle_power", "latency_vs_rps_figure", "saturation", "timeline_figure",
+           "ttft_cdf_figure"]
 
 _POINTS = 2000
-SATURATION_SHARE = 0.9
-"""A run is saturated when it serves less than this share of the offered rate ..."""
-SATURATION_GROWTH = 2.0
-"""... and the median TTFT of the last third of its arrivals is this many times the first's."""
-SATURATION_MIN_REQUESTS = 30
 COINCIDE_TOLERANCE = 0.02
 """Curves whose values differ by less than 2% everywhere are said to coincide."""
-
-
-@dataclass(frozen=True)
-class Saturation:
-    """A run whose offered rate exceeds the rate it served: the queue grew while requests
-    arrived (TTFT medians of the first and last third of the arrivals), so it has no steady
-    state and its latencies grow with the trace's length."""
-
-    offered_rps: float
-    served_rps: float
-    ttft_first_s: float
-    ttft_last_s: float
-
-    def message(self) -> str:
-        return (f"offered {self.offered_rps:.3g} requests/s, served {self.served_rps:.3g}: the "
-                f"queue grows while requests arrive (median TTFT {_seconds(self.ttft_first_s)} "
-                f"for the first third of the arrivals, {_seconds(self.ttft_last_s)} for the "
-                "last third), so the latencies depend on the trace's length")
-
-
-def _seconds(value: float) -> str:
-    if not math.isfinite(value):
-        return "-"
-    if value >= 7200:
-        return f"{value / 3600:.3g} h"
-    if value >= 120:
-        return f"{value / 60:.3g} min"
-    if value >= 1:
-        return f"{value:.3g} s"
-    return f"{value * 1e3:.3g} ms"
-
-
-def saturation(result: SimResult) -> Saturation | None:
-    """The run's :class:`Saturation` when it served less than 90% of the offered rate (requests
-    over the span of their arrivals) and its queue grew (the last third of the arrivals waited
-    at least twice as long for their first token as the first third); None otherwise, and for
-    runs of fewer than 30 requests."""
-    requests = result.requests
-    arrival = np.asarray(requests["arrival"], dtype=float)
-    ttft = np.asarray(requests["ttft"], dtype=float)
-    n = arrival.size
-    if n < SATURATION_MIN_REQUESTS:
-        return None
-    span = float(arrival.max() - arrival.min())
-    served = float(result.summary.get("throughput_rps", math.nan))
-    if not (span > 0 and math.isfinite(served)):
-        return None
-    offered = n / span
-    order = np.argsort(arrival, kind="stable")
-    third = n // 3
-    first = float(np.nanmedian(ttft[order[:third]]))
-    last = float(np.nanmedian(ttft[order[-third:]]))
-    if served < SATURATION_SHARE * offered and last > SATURATION_GROWTH * first:
-        return Saturation(offered, served, first, last)
-    return None
 
 
 def coinciding(curves: Mapping[str, Any], tolerance: float = COINCIDE_TOLERANCE,
@@ -174,7 +125,8 @@ def ttft_cdf_figure(results: Mapping[str, SimResult], note: str = "") -> Figure:
             stats = result.summary["ttft_s"]
             ax.step(x, y, where="post", color=color(index), linewidth=widths[label],
                     gid=f"ttft:{label}",
-                    label=f"{label} (p50 {_seconds(stats['p50'])}, p99 {_seconds(stats['p99'])})")
+                    label=f"{label} (p50 {format_seconds(stats['p50'])}, "
+                          f"p99 {format_seconds(stats['p99'])})")
         ax.set_xscale("log")
         if any(line.get_xdata().size for line in ax.get_lines()):
             low, high = ax.get_xlim()
@@ -185,7 +137,7 @@ def ttft_cdf_figure(results: Mapping[str, SimResult], note: str = "") -> Figure:
         ax.set_title("TTFT distribution")
         legend_below(ax, ncol=1 if len(results) > 4 or max(map(len, results)) > 24 else 2,
                      fontsize=7)
-        notes = _saturation_notes(results)
+        notes = saturation_notes(results)
         coincide = _coincide_note(groups, "every percentile")
         if coincide:
             notes.insert(0, ("note:coincide", coincide))
@@ -194,25 +146,6 @@ def ttft_cdf_figure(results: Mapping[str, SimResult], note: str = "") -> Figure:
         replicas = ", ".join(sorted(set(first.replicas))) if first else ""
         source_line(fig, f"serving simulation; {replicas}" + (f"; {note}" if note else ""))
     return fig
-
-
-def _saturation_notes(results: Mapping[str, SimResult]) -> list[tuple[str, str]]:
-    """One warning for the saturated runs among ``results`` (empty when none is)."""
-    found = {label: s for label, r in results.items() if (s := saturation(r)) is not None}
-    if not found:
-        return []
-    if len(results) == 1:
-        return [("note:saturated", f"No steady state: {next(iter(found.values())).message()}")]
-    runs = ", ".join(found)
-    offered = sorted({f"{s.offered_rps:.3g}" for s in found.values()})
-    served = ", ".join(f"{s.served_rps:.3g}" for s in found.values())
-    first = min(s.ttft_first_s for s in found.values())
-    last = max(s.ttft_last_s for s in found.values())
-    return [("note:saturated",
-             f"No steady state in {runs}: offered {'/'.join(offered)} requests/s, served "
-             f"{served}; the queue grows while requests arrive (median TTFT up to "
-             f"{_seconds(last)} for the last third of the arrivals, from {_seconds(first)} "
-             "for the first), so the latencies depend on the trace's length")]
 
 
 def latency_vs_rps_figure(rows: Sequence[Mapping[str, Any]], group: Sequence[str],
@@ -293,159 +226,3 @@ def _latency_label(metrics: Sequence[str]) -> str:
         kind = next(iter(kinds))
         return f"{_QUANTITY.get(kind, kind)} (s)"
     return "latency (s)"
-
-
-def _time_unit(span: float) -> tuple[str, float]:
-    """The time axis' unit for a run of ``span`` seconds: seconds up to 20 minutes, minutes up
-    to 10 hours, hours beyond."""
-    if span > 10 * 3600:
-        return "h", 3600.0
-    if span > 20 * 60:
-        return "min", 60.0
-    return "s", 1.0
-
-
-def _overlaps(start: np.ndarray[Any, Any], end: np.ndarray[Any, Any],
-              weight: np.ndarray[Any, Any], edges: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Sum over intervals [start, end) of ``weight`` x the time each spends in each bin."""
-    bins = edges.size - 1
-    first = np.clip(np.searchsorted(edges, start, side="right") - 1, 0, bins - 1)
-    last = np.clip(np.searchsorted(edges, end, side="left") - 1, 0, bins - 1)
-    inside = first >= last
-    total = np.bincount(first[inside], (weight * (end - start))[inside], bins)
-    for i in np.flatnonzero(~inside):  # few: at most one per replica crosses each bin edge
-        for b in range(int(first[i]), int(last[i]) + 1):
-            overlap = min(end[i], edges[b + 1]) - max(start[i], edges[b])
-            total[b] += weight[i] * max(overlap, 0.0)
-    return total
-
-
-def _binned(result: SimResult, edges: np.ndarray[Any, Any],
-            idle: float | None) -> dict[str, np.ndarray[Any, Any]]:
-    """Per time bin: prefill and decode tokens per iteration (iteration-weighted means of the
-    iterations that start in it) and power per GPU: the mean over the bin, idle time at
-    ``idle`` watts, where ``idle`` is known, else the mean while iterating."""
-    it = result.iterations
-    bins = edges.size - 1
-    start = it["start"]
-    end = start + it["duration"]
-    where = np.clip(np.searchsorted(edges, start, side="right") - 1, 0, bins - 1)
-    count = np.bincount(where, it["iterations"], bins)
-    busy = _overlaps(start, end, np.ones_like(start), edges)
-    energy = _overlaps(start, end, it["power_w"], edges)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        prefill = np.bincount(where, it["prefill_tokens"] * it["iterations"], bins) / count
-        decode = np.bincount(where, it["decode_tokens"] * it["iterations"], bins) / count
-        if idle is None:
-            power = energy / busy
-        else:
-            available = np.diff(edges) * len(result.replicas)
-            power = (energy + idle * np.maximum(available - busy, 0.0)) / np.maximum(
-                available, busy)
-    return {"prefill": prefill, "decode": decode, "power": power}
-
-
-def idle_power(result: SimResult) -> float | None:
-    """The GPUs' idle power (W per GPU): the summary's ``idle_power_w`` where it has one, else
-    worked out from the energy balance of identical replicas (mean power over the run, idle
-    time included, against the power while iterating) where they idled at least 1% of the
-    time; None where neither applies."""
-    summary = result.summary
-    if summary.get("idle_power_w") is not None:
-        return float(summary["idle_power_w"])
-    if len(set(result.replicas)) != 1:
-        return None
-    it = result.iterations
-    span = float(summary.get("makespan_s", 0.0))
-    replicas = len(result.replicas)
-    busy = float(np.sum(it["duration"]))
-    idle_time = replicas * span - busy
-    if not (span > 0 and idle_time > 0.01 * replicas * span):
-        return None
-    energy = float(np.sum(it["power_w"] * it["duration"]))
-    value = (float(summary["power_mean_w"]) * span * replicas - energy) / idle_time
-    return value if math.isfinite(value) and value >= 0 else None
-
-
-def timeline_figure(result: SimResult | Mapping[str, SimResult], bins: int = 200,
-                    note: str = "", idle_power_w: float | None = None) -> Figure:
-    """Two panels over simulated time (seconds, minutes or hours by the run's length).
-
-    One result: tokens scheduled per iteration, prefill and decode stacked (iteration-weighted
-    means per time bin; ``gid`` ``"tokens:prefill"`` / ``"tokens:decode"``; decode is left out
-    of the legend where it never reaches 1% of the budget), with the token budget (``gid``
-    ``"budget"``); power per GPU while iterating (``gid`` ``"power"``) with the mean over the
-    whole run (``gid`` ``"power:mean"``, idle time included).
-
-    Several labelled results (``--compare``): one line per run in each panel (``gid``
-    ``"tokens:<label>"`` and ``"power:<label>"``), on the same time axis.
-
-    The power axis starts at 0 W, with the GPUs' idle power as a baseline (``gid``
-    ``"power:idle"``; ``idle_power_w``, else :func:`idle_power`). Legends sit to the right of
-    the panels; a note above warns of a saturated run (:func:`saturation`)."""
-    from kvroof.plot.style import axes_notes, color, new_figure, source_line, style
-
-    runs: dict[str, SimResult] = (dict(result) if isinstance(result, Mapping)
-                                  else {"": result})
-    several = len(runs) > 1 or isinstance(result, Mapping)
-    starts = [r.iterations["start"] for r in runs.values() if r.iterations["start"].size]
-    ends = [r.iterations["start"] + r.iterations["duration"] for r in runs.values()
-            if r.iterations["start"].size]
-    first = next(iter(runs.values()))
-    with style():
-        fig, axes = new_figure(nrows=2, width=7.6, height=2.9)
-        tokens_ax, power_ax = axes
-        unit, per = "s", 1.0
-        budget = float(first.summary["token_budget"])
-        idle = idle_power_w if idle_power_w is not None else idle_power(first)
-        over = "per GPU, mean per time bin (idle included)" if idle is not None else \
-            "per GPU while iterating"
-        if starts:
-            low = min(float(s.min()) for s in starts)
-            high = max(float(e.max()) for e in ends)
-            unit, per = _time_unit(high - low)
-            edges = np.linspace(low, high, bins + 1)
-            centers = (edges[:-1] + edges[1:]) / 2 / per
-            for index, (label, run) in enumerate(runs.items()):
-                if not run.iterations["start"].size:
-                    continue
-                binned = _binned(run, edges, idle if idle_power_w is not None
-                                 else idle_power(run))
-                prefill = np.nan_to_num(binned["prefill"])
-                decode = np.nan_to_num(binned["decode"])
-                if several:
-                    tokens_ax.plot(centers, prefill + decode, color=color(index),
-                                   linewidth=1.2, label=label, gid=f"tokens:{label}")
-                    power_ax.plot(centers, binned["power"], color=color(index), linewidth=1.2,
-                                  label=label, gid=f"power:{label}")
-                    continue
-                shown_decode = float(np.max(decode, initial=0.0)) >= 0.01 * budget
-                stack = tokens_ax.stackplot(
-                    centers, prefill, decode, colors=(color(0), color(1)),
-                    labels=("prefill", "decode" if shown_decode else "_decode"))
-                for area, kind in zip(stack, ("prefill", "decode"), strict=True):
-                    area.set_gid(f"tokens:{kind}")
-                power_ax.plot(centers, binned["power"], color=color(0), gid="power",
-                              label=over)
-                mean = float(run.summary.get("power_mean_w", 0.0))
-                power_ax.axhline(mean, color="0.3", linestyle=":", linewidth=1,
-                                 gid="power:mean",
-                                 label=f"mean over the run, idle included ({mean:.0f} W)")
-        tokens_ax.axhline(budget, color="0.3", linestyle="--", linewidth=1, gid="budget",
-                          label=f"token budget ({budget:,.0f})")
-        if idle is not None:
-            power_ax.axhline(idle, color="black", linewidth=1.0, gid="power:idle",
-                             label=f"idle ({idle:.0f} W)")
-        power_ax.set_ylim(bottom=0, top=max(power_ax.get_ylim()[1], 1.0) * 1.05)
-        tokens_ax.set_ylim(bottom=0, top=budget * 1.12)
-        tokens_ax.set_ylabel("tokens per iteration (tokens)")
-        power_ax.set_ylabel("power per GPU (W)")
-        power_ax.set_xlabel(f"simulated time ({unit})")
-        tokens_ax.set_title("Tokens per iteration and power over the run"
-                            + (": compared runs" if several else ""))
-        for ax in axes:
-            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=7)
-        axes_notes(tokens_ax, _saturation_notes(runs))
-        replicas = ", ".join(sorted(set(first.replicas)))
-        source_line(fig, f"serving simulation; {replicas}" + (f"; {note}" if note else ""))
-    return fig
