@@ -69,3 +69,13 @@ def test_kappa_vs_t_keeps_the_labels_of_what_it_draws() -> None:
     labels = [line.get_label() for ax in figure.axes for line in ax.get_lines()]
     assert any("TP 8" in label for label in labels)
     assert not any("TP 1" in label for label in labels)
+
+
+def test_a_roofline_where_nothing_fits_is_refused(capsys: pytest.CaptureFixture[str],
+                                                   tmp_path: pytest.TempPathFactory) -> None:
+    """Llama 3.1 405B needs 101.5 GB of bf16 weights per GPU at TP 8 on 80 GB H100s: the
+    roofline used to be written with no curve at all."""
+    code = main(["plot", "roofline", "--model", "llama-3.1-405b", "--accelerator", "h100",
+                 "-o", f"{tmp_path}/r.png"])
+    err = capsys.readouterr().err
+    assert code == 2 and "llama-3.1-405b does not fit on h100-sxm at TP 8" in err

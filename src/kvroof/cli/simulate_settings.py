@@ -31,7 +31,8 @@ FLAGS = {  # SimSettings field -> flag
     "slo_ttft": "--slo-ttft", "slo_tpot": "--slo-tpot", "rps": "--rps",
     "time_scale": "--time-scale", "users": "--users", "think_time": "--think-time",
     "seed": "--seed", "burstiness (cv)": "--burstiness", "output lengths": "--output-tokens",
-    "replicas": "--replicas",
+    "replicas": "--replicas", "compute_model": "--compute-model",
+    "moe_routing": "--moe-routing", "ttft_clock": "--ttft-clock",
 }
 _UNITS = {"dram_cache": Kind.CAPACITY, "tier_cache": Kind.CAPACITY,
           "activation_reserve": Kind.CAPACITY, "power_cap": Kind.POWER,
@@ -129,6 +130,7 @@ def compare_variant(base: SimSettings, text: str) -> SimSettings:
 def deployments_from_args(args: argparse.Namespace) -> list[Any]:
     """The replicas' deployments: ``--replicas`` of the main one, then each ``--replica``."""
     from kvroof.cost.memory_fit import check_fit
+    from kvroof.simulate.resources import check_simulated_settings
     from kvroof.simulate.settings import MAX_REPLICAS, ReplicaSpec
 
     if args.model is None:
@@ -139,6 +141,10 @@ def deployments_from_args(args: argparse.Namespace) -> list[Any]:
     deps = []
     if args.replicas:
         main = deployment_from_args(args)
+        try:
+            check_simulated_settings(main)
+        except KvroofError as error:
+            raise named_by_flag(error) from None
         check_fit(main)
         deps += [main] * args.replicas
     for text in args.replica:

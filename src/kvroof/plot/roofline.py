@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from kvroof.cost.memory_fit import fit_problem
+from kvroof.plot.fitting import require_fit
 from kvroof.plot.roofline_panel import (
     Hardware,
     draw_full,
@@ -117,6 +118,8 @@ def offload_roofline_figure(
             panels.append((model, peaks if mode == "paper" else ""))
     footer_notes: list[str] = []
     shared_link = False
+    drawn_any = False
+    first_left_out: Any = None
     with style():
         fig, axes = new_figure(ncols=len(panels), width=5.6, height=5.6)
         for ax, (model, source) in zip(axes, panels, strict=True):
@@ -132,6 +135,9 @@ def offload_roofline_figure(
                     f"{spec.label}: not drawn, the weights do not fit at TP {tp}: "
                     + ", ".join(c.label for c in left_out))
             drawn = [c for c in curves if c not in left_out]
+            drawn_any |= bool(drawn)
+            if left_out and first_left_out is None:
+                first_left_out = left_out[0].dep
             links = [c.link for c in drawn]
             shared_link |= len(set(links)) < len(links)
             if mode == "paper":
@@ -186,5 +192,7 @@ def offload_roofline_figure(
             if peaks != "paper":
                 note += "; dense spec peaks: the GPU's dense compute and the link's peak"
         source_line(fig, "; ".join([note, *footer_notes]))
+    if not drawn_any and first_left_out is not None:  # nothing fits: refuse, as kappa does
+        require_fit(first_left_out)
     return fig
 

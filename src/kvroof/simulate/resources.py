@@ -32,7 +32,7 @@ from kvroof.simulate.settings import SimSettings, vllm_batch_defaults
 from kvroof.specs.registry import Registry, default_registry
 from kvroof.units import Kind, format_quantity
 
-__all__ = ["ReplicaResources", "replica_resources"]
+__all__ = ["ReplicaResources", "check_simulated_settings", "replica_resources"]
 
 
 @dataclass(frozen=True)
@@ -78,10 +78,30 @@ def _size(value: float) -> str:
     return format_quantity(value, Kind.CAPACITY)
 
 
+def check_simulated_settings(dep: Deployment) -> None:
+    """Refuse the deployment settings the simulator does not model: it times iterations with
+    the roofline (``compute_model`` roofline, or auto where no kernel table covers the
+    accelerator), so kernel mode, its MoE routing and the client clock of TTFT would be
+    accepted and silently ignored."""
+    if dep.uses_kernels:
+        raise KvroofError(f"compute_model: {dep.compute_model!r} times ops from the kernel "
+                          "tables, which the simulator does not do yet (it times iterations "
+                          "with the roofline); use 'roofline' here, or kvroof ttft and kappa")
+    if dep.moe_routing != "balanced":
+        raise KvroofError(f"moe_routing: {dep.moe_routing!r} applies to kernel mode, which the "
+                          "simulator does not use")
+    if dep.ttft_clock != "kernel":
+        raise KvroofError(f"ttft_clock: {dep.ttft_clock!r} is a setting of kvroof ttft; the "
+                          "simulator's TTFT is its own (queueing and iterations, no engine "
+                          "serving overhead)")
+
+
 def replica_resources(dep: Deployment, settings: SimSettings,
                       registry: Registry | None = None) -> ReplicaResources:
     """The resources of one replica of ``dep`` under ``settings`` (refuses a deployment whose
-    weights do not fit, and KV space that is not positive)."""
+    weights do not fit, KV space that is not positive, and settings the simulator does not
+    model: :func:`check_simulated_settings`)."""
+    check_simulated_settings(dep)
     check_fit(dep)
     notes: list[str] = []
     hold = dep.terms.hold  # KV bytes one rank holds, by term (kvroof.cost.kv_terms)
