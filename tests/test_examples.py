@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,8 @@ def check_tour_output(text: str) -> None:
     assert f"full, T =  128: {kvroof.kappa_crit(dep, 128).kappa_crit:.2f}" in text
     assert f"= {kvroof.kappa_paper_for(dep).kappa_crit:.2f}" in text
     assert "Qwen3-235B-A22B: 235.09B total, 22.19B active" in text
+    if find_spec("pandas") is not None:  # the frames of a simulation result and its trace
+        assert "ttft_s" in text and "seen_prefix_tokens" in text
 
 
 def test_notebook_runs(tmp_path: Path) -> None:

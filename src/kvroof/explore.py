@@ -1,5 +1,7 @@
 """``kvroof.explore()``: pick a model, hardware and settings with widgets in a notebook and see the
-offload roofline, kappa_crit in both regimes and the TTFT breakdown change as you go.
+offload roofline (the chosen K/T marked), kappa_crit in both regimes, the TTFT breakdown and
+the host-link bandwidth in use (the one given beside it when the host DRAM caps it) change as
+you go.
 
 Needs ipywidgets (the optional extra ``notebook``: ``pip install 'kvroof[notebook]'``). Every
 number comes from the library (:func:`kvroof.kappa_crit`, :func:`kvroof.ttft`,
@@ -12,12 +14,25 @@ import html
 import math
 from typing import Any
 
+from kvroof.display import count, duration
 from kvroof.errors import KvroofError
 from kvroof.specs.registry import Registry, default_registry
+from kvroof.units import Kind, format_quantity
 
 __all__ = ["Explorer", "explore"]
 
 _KV_DTYPES = ("bf16", "fp8", "int4")
+
+
+def _bandwidth(dep: Any) -> str:
+    """The bandwidth transfers run at, and the one given when the host DRAM caps it."""
+    from kvroof.cost.caller_warnings import bandwidth_cap
+
+    used = format_quantity(float(dep.effective_bandwidth), Kind.BANDWIDTH)
+    if not bandwidth_cap(dep):
+        return used
+    given = format_quantity(float(dep.bandwidth), Kind.BANDWIDTH)
+    return f"{used}: the host DRAM share caps the {given} given"
 
 
 def _widgets() -> Any:
@@ -155,13 +170,14 @@ class Explorer:
 
         rows = [
             ("kappa_crit, request alone", kappa(float(alone.kappa_crit))),
-            (f"kappa_crit, in a {max(self._budget, t):g}-token iteration",
+            (f"kappa_crit, in an iteration of {count(max(self._budget, t))} tokens",
              kappa(float(busy.kappa_crit))),
-            (f"TTFT (layerwise), T = {t:g}, K = {k:g}", f"{result.ttft * 1e3:.4g} ms"),
-            ("compute", f"{result.compute * 1e3:.4g} ms"),
-            ("transfer", f"{result.transfer * 1e3:.4g} ms"),
-            ("exposed transfer", f"{result.exposed_transfer * 1e3:.4g} ms"),
+            (f"TTFT (layerwise), T = {count(t)}, K = {count(k)}", duration(result.ttft)),
+            ("compute", duration(result.compute)),
+            ("transfer", duration(result.transfer)),
+            ("exposed transfer", duration(result.exposed_transfer)),
             ("bound", str(result.bound)),
+            ("host link (per GPU)", _bandwidth(dep)),
         ]
         body = "".join(f"<tr><td>{html.escape(a)}</td><td><b>{html.escape(b)}</b></td></tr>"
                        for a, b in rows)
@@ -176,7 +192,8 @@ class Explorer:
             if dep.iteration_tokens is not None:
                 settings["iteration_tokens"] = dep.iteration_tokens
             fig = offload_roofline_figure([dep.model.name], [hardware], new_tokens=t,
-                                          registry=self._registry, **settings)
+                                          registry=self._registry, mark_ratio=k / t,
+                                          **settings)
             self.image.value = fig._repr_png_()  # type: ignore[attr-defined]
 
     def _ipython_display_(self) -> None:  # pragma: no cover - needs a notebook front end

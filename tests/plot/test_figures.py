@@ -84,10 +84,12 @@ def test_roofline_leaves_out_what_does_not_fit() -> None:
     the footer names it in one line (an empty line keeps the ``does-not-fit`` gid, which
     ``kvroof plot`` reads); paper mode, a formula, draws it."""
     hardware = [("h100-sxm", "pcie-gen5-x16")]
-    fig = offload_roofline_figure(["deepseek-v3"], hardware, registry=REG)
+    with pytest.raises(KvroofError, match="does not fit"):  # nothing at all fits: refused
+        offload_roofline_figure(["deepseek-v3"], hardware, registry=REG)
+    fig = offload_roofline_figure(["deepseek-v3", "llama-3.1-8b"], hardware, registry=REG)
     (entry,) = by_gid(fig, "does-not-fit:h100-sxm+pcie-gen5-x16")
     assert len(entry.get_xdata()) == 0  # type: ignore[attr-defined]
-    assert not by_gid(fig, "kappa-crit:")
+    assert len(by_gid(fig, "kappa-crit:")) == 1  # Llama 3.1 8B's only
     assert fig.axes[0].get_legend() is None
     footer = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
     assert "DeepSeek-V3: not drawn, the weights do not fit at TP 1: h100-sxm + pcie-gen5-x16" \

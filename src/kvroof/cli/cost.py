@@ -1,4 +1,9 @@
-"""``kvroof kappa`` and ``kvroof ttft``: the cost model from the command line."""
+"""``kvroof kappa`` and ``kvroof ttft``: the cost model from the command line.
+
+Both refuse a deployment that does not fit (paper mode warns and computes: a formula) and say
+when the host DRAM caps a ``--bandwidth`` override (one warning; ``kvroof kappa`` prints the
+bandwidth given beside the one used). They check before they call the library, which then
+stays silent (:mod:`kvroof.cost.caller_warnings`), so no warning is printed twice."""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from kvroof.cli.deployment_flags import (
     deployment_from_args,
     flag_error,
 )
+from kvroof.cost.caller_warnings import bandwidth_cap, warn_bandwidth_cap
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.flops import prefill_flops
 from kvroof.cost.kappa import kappa_crit, kappa_paper_for
@@ -154,9 +160,31 @@ def _kappa_value(dep: Deployment, new_tokens: float) -> dict[str, Any]:
     }
 
 
+def _bandwidths(dep: Deployment, paper: Any) -> dict[str, Any]:
+    """The bandwidth given (the ``--bandwidth`` override, else None), the link's (times its
+    efficiency: paper mode's BW), the one transfers use (min(link x efficiency, host DRAM
+    share)), the host DRAM share (None without a system), and kappa_HW and the paper's
+    kappa_crit at the bandwidth used."""
+    used = float(dep.effective_bandwidth)
+    dram = float(dep.host_dram_share)
+    kappa_hw_used = used / float(paper.compute)
+    return {
+        "bandwidth_given": None if dep.bandwidth is None else float(
+            np.asarray(dep.bandwidth, dtype=np.float64)),
+        "bandwidth_link": float(paper.bandwidth),
+        "bandwidth_used": used,
+        "host_dram_share": dram if math.isfinite(dram) else None,
+        "kappa_hw_used": kappa_hw_used,
+        "kappa_crit_paper_used": float(paper.kappa_model) * kappa_hw_used,
+    }
+
+
 def kappa_report(dep: Deployment, mode: str, new_tokens: float,
                  token_budget: float = DEFAULT_TOKEN_BUDGET) -> dict[str, Any]:
-    """The numbers ``kvroof kappa`` prints (SI units), from the library."""
+    """The numbers ``kvroof kappa`` prints (SI units), from the library. ``bandwidth`` is what
+    the mode's formula uses (paper mode: the link's, no DRAM bound; full mode: what transfers
+    run at); ``bandwidth_used`` what transfers run at, ``bandwidth_given`` the override, and
+    ``kappa_hw_used`` and ``kappa_crit_paper_used`` the paper's factors at the bandwidth used."""
     paper = kappa_paper_for(dep)
     report: dict[str, Any] = {
         "mode": mode,
@@ -166,6 +194,7 @@ def kappa_report(dep: Deployment, mode: str, new_tokens: float,
         "kv_bytes_per_token": kv_bytes_per_token(dep.model, dep.kv_dtype),
         "state_bytes_per_request": state_bytes(dep.model),
         "layers": layer_mix(dep.model),
+        **_bandwidths(dep, paper),
     }
     if mode == "paper":
         report.update(
@@ -213,6 +242,23 @@ def _memory_text(report: dict[str, Any]) -> str:
     return f"{needed} of {usable} usable ({report['weight_dtype']} weights)"
 
 
+def _rate(value: float) -> str:
+    return format_quantity(value, Kind.BANDWIDTH)
+
+
+def _bandwidth_text(report: dict[str, Any], capped: bool) -> str:
+    """The bandwidth the mode's formula uses, and when the host DRAM caps an override, the one
+    given beside the one transfers use."""
+    text = _rate(report["bandwidth"])
+    if not capped:
+        return text
+    dram = _rate(report["bandwidth_used"])
+    if report["mode"] == "paper":
+        return (f"{text} (--bandwidth; paper mode has no DRAM bound: transfers run at {dram}, "
+                "the host DRAM share)")
+    return f"{text} (the host DRAM share caps the --bandwidth {_rate(report['bandwidth_given'])})"
+
+
 def _kappa_text(value: dict[str, Any]) -> str:
     crit = value["kappa_crit"]
     if crit is None:
@@ -238,6 +284,7 @@ def run_kappa(args: argparse.Namespace) -> None:
     dep = deployment_from_args(args)
     check_flags_apply(args, dep)
     _fit_or_refuse(dep, strict=args.mode == "full")
+    warn_bandwidth_cap(dep)
     try:
         report = kappa_report(dep, args.mode, args.new_tokens, args.token_budget)
     except KvroofError as error:
@@ -265,9 +312,21 @@ def run_kappa(args: argparse.Namespace) -> None:
         ]
     else:
         rows.append(["kappa_crit", _kappa_text(report)])
+    capped = bool(bandwidth_cap(dep))
+    if capped and args.mode == "paper":
+        rows.append(["kappa_crit, at the BW used", f"{report['kappa_crit_paper_used']:.4g} "
+                     f"({_rate(report['bandwidth_used'])}: the host DRAM share caps the "
+                     "transfers)"])
+    kappa_hw = f"{report['kappa_hw']:.4g} B/FLOP"
+    if capped:  # the paper's factor with the BW given, and with the BW transfers run at
+        used = f"at the {_rate(report['bandwidth_used'])} used"
+        link = f"at the link's {_rate(report['bandwidth_link'])}"
+        kappa_hw = (f"{report['kappa_hw_used']:.4g} B/FLOP {used} ({report['kappa_hw']:.4g} "
+                    f"{link})" if args.mode == "full" else
+                    f"{kappa_hw} {link} ({report['kappa_hw_used']:.4g} {used})")
     rows += [
         ["kappa_M (2 N_active / B_kv)", f"{report['kappa_model']:.4g} FLOP/B"],
-        ["kappa_HW (BW / C)", f"{report['kappa_hw']:.4g} B/FLOP"],
+        ["kappa_HW (BW / C)", kappa_hw],
         ["KV bytes per token", format_quantity(report["kv_bytes_per_token"], Kind.CAPACITY)
          + (" (layers that keep every token)" if dep.model.has_layer_kinds else "")],
     ]
@@ -278,7 +337,7 @@ def run_kappa(args: argparse.Namespace) -> None:
                      format_quantity(report["state_bytes_per_request"], Kind.CAPACITY)])
     rows += [
         ["FLOPs per new token", f"{report['flops_per_token']:.4g} FLOP"],
-        ["bandwidth (per GPU)", format_quantity(report["bandwidth"], Kind.BANDWIDTH)],
+        ["bandwidth (per GPU)", _bandwidth_text(report, capped)],
         ["compute" + (" (TP group)" if args.mode == "full" else ""),
          format_quantity(report["compute"], Kind.COMPUTE)],
     ]
@@ -337,6 +396,7 @@ def run_ttft(args: argparse.Namespace) -> None:
     try:
         _fit_or_refuse(dep, args.new_tokens + args.cached_tokens
                        if math.isfinite(args.new_tokens + args.cached_tokens) else None)
+        warn_bandwidth_cap(dep)
         report = ttft_report(dep, args.new_tokens, args.cached_tokens, args.overlap,
                              args.token_budget)
     except KvroofError as error:

@@ -1,6 +1,8 @@
 """``kvroof simulate``'s handler: read the flags and the trace, run the simulation once per
 ``--compare`` variant on the same arrivals (with a progress bar once a run takes more than a
-second), then print, write JSON, or write the output folder (CSV, JSON, figures). The
+second), then print, write JSON, or write the output folder (CSV, JSON, figures: one timeline
+and one TTFT CDF, each with every variant). Reading a large trace and writing large CSVs say
+so on stderr (:mod:`kvroof.cli.slow_steps`), except with ``--quiet`` or ``--json``. The
 simulation is :func:`kvroof.simulate.runner.simulate`, imported when the command runs."""
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from kvroof.cli.simulate_settings import (
     named_by_flag,
     settings_from_args,
 )
+from kvroof.cli.slow_steps import file_label, large_file, many_rows, slow_step
+from kvroof.display import count
 from kvroof.errors import KvroofError
 from kvroof.units import Kind, format_quantity
 
@@ -69,7 +73,10 @@ def run_simulate(args: argparse.Namespace) -> None:
     check_arrival_flags(args, variants)
     think = quantity_flag("--think-time", args.think_time, Kind.TIME) or 0.0
     path = args.trace or MOONCAKE_SLICE
-    trace = load_requests(path, args.format, skip_bad=args.skip_bad)
+    quiet = bool(args.quiet or args.json)
+    with slow_step(f"reading {file_label(path)}", large=large_file(path), quiet=quiet) as step:
+        trace = load_requests(path, args.format, skip_bad=args.skip_bad)
+        step.note = f"{count(len(trace))} requests"
     if args.requests is not None:
         if args.requests < 1:
             raise KvroofError(f"--requests: expected a positive integer, got {args.requests}")
@@ -87,7 +94,7 @@ def run_simulate(args: argparse.Namespace) -> None:
     results: list[SimResult] = []
     for index, variant in enumerate(variants):
         label = "simulating" if len(variants) == 1 else f"simulating {index + 1}/{len(variants)}"
-        bar = _ProgressBar(label, args.quiet or args.json)
+        bar = _ProgressBar(label, quiet)
         try:
             result = simulate(trace, deps, variant, users=args.users, think_time=think,
                               skip_bad=args.skip_bad, registry=registry, progress=bar)
@@ -96,7 +103,7 @@ def run_simulate(args: argparse.Namespace) -> None:
         bar.done()
         results.append(result)
     if args.output is not None:
-        _write(args.output, args.force, results, trace.name)
+        _write(args.output, args.force, results, trace.name, quiet)
     if args.json:
         from kvroof.simulate.output import result_json
 
@@ -108,20 +115,27 @@ def run_simulate(args: argparse.Namespace) -> None:
         print(f"wrote {args.output}")
 
 
-def _write(folder: str, force: bool, results: list[SimResult], name: str) -> None:
-    """Each run's CSV and JSON files and timeline, and the TTFT CDFs of all, into ``folder``
-    (built apart and moved in when complete)."""
+def _write(folder: str, force: bool, results: list[SimResult], name: str,
+           quiet: bool = False) -> None:
+    """Each run's CSV and JSON files, and one timeline and one TTFT CDF of all runs, into
+    ``folder`` (built apart and moved in when complete)."""
     from kvroof.outputs import staged_folder
     from kvroof.plot.simulate import timeline_figure, ttft_cdf_figure
     from kvroof.plot.style import save_figure
     from kvroof.simulate.output import write_result
 
+    rows = sum(len(r.requests["ttft"]) + len(r.iterations["start"]) for r in results)
     with staged_folder(folder, force=force, command="simulate", flag="-o") as staging:
-        for index, result in enumerate(results):
-            prefix = "" if index == 0 else f"compare-{index}-"
-            write_result(staging, result, prefix)
-            save_figure(timeline_figure(result, note=result.label),
-                        staging / f"{prefix}timeline.png")
-        labelled = {f"{i}: {r.label}" if len(results) > 1 else r.label: r
-                    for i, r in enumerate(results)}
-        save_figure(ttft_cdf_figure(labelled, note=name), staging / "ttft-cdf.png")
+        with slow_step(f"writing CSVs ({count(rows)} rows)", large=many_rows(rows),
+                       quiet=quiet):
+            for index, result in enumerate(results):
+                write_result(staging, result, "" if index == 0 else f"compare-{index}-")
+        with slow_step("drawing the figures", quiet=quiet):
+            if len(results) == 1:
+                save_figure(timeline_figure(results[0], note=results[0].label),
+                            staging / "timeline.png")
+                labelled = {results[0].label: results[0]}
+            else:
+                labelled = {f"{i}: {r.label}": r for i, r in enumerate(results)}
+                save_figure(timeline_figure(labelled, note=name), staging / "timeline.png")
+            save_figure(ttft_cdf_figure(labelled, note=name), staging / "ttft-cdf.png")

@@ -4,12 +4,14 @@ kappa_ratio. The handlers parse flags and print; loading and statistics are libr
 
 The report is built by :func:`stats_report` (a JSON-ready dict) and :func:`stats_rows` (table
 rows) from a loaded workload, so figures that need a model or system can be added beside them.
+Counts and durations are written for people (:func:`kvroof.display.count`: "13,530";
+:func:`kvroof.display.duration`). Reading a large file (or any that takes over a second) says so
+on stderr, except with ``--json`` (:mod:`kvroof.cli.slow_steps`).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,8 @@ from kvroof.cli.deployment_flags import (
     deployment_from_args,
     flag_error,
 )
+from kvroof.cli.slow_steps import file_label, large_file, slow_step
+from kvroof.display import count, duration
 from kvroof.errors import KvroofError, short_repr
 
 if TYPE_CHECKING:
@@ -170,16 +174,6 @@ def stats_report(stats: WorkloadStats) -> dict[str, Any]:
     return {"kind": "workload_stats", **stats.as_dict()}
 
 
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "-"
-    if math.isinf(value):
-        return "inf"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
 def stats_rows(stats: WorkloadStats) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the percentile table (T, K, kappa_ratio; output when known)."""
     columns = [("T (new)", stats.new_tokens), ("K (cached)", stats.cached_tokens),
@@ -190,7 +184,7 @@ def stats_rows(stats: WorkloadStats) -> tuple[list[str], list[list[str]]]:
     rows = []
     for key in ("p10", "p25", "p50", "p75", "p90", "p99", "iqr", "mean"):
         label = {"iqr": "IQR", "mean": "mean"}.get(key, key)
-        rows.append([label, *(_number(getattr(d, key)) for _, d in columns)])
+        rows.append([label, *(count(getattr(d, key)) for _, d in columns)])
     return header, rows
 
 
@@ -200,13 +194,14 @@ def _heading(stats: WorkloadStats) -> list[str]:
         lines.append("SYNTHETIC workload (generated, not measured)")
     lines.append(f"workload: {stats.name}")
     lines.append(f"source: {stats.source}")
-    counts = f"requests: {stats.count:,}"
+    counts = f"requests: {count(stats.count)}"
     if stats.skipped:
-        counts += f" ({stats.skipped:,} bad records skipped)"
+        counts += f" ({count(stats.skipped)} bad records skipped)"
     if stats.output_tokens is not None and stats.output_known < stats.count:
-        counts += f"; output length known for {stats.output_known:,}"
+        counts += f"; output length known for {count(stats.output_known)}"
     if stats.kappa_ratio.infinite:
-        counts += f"; {stats.kappa_ratio.infinite:,} with T = 0 (kappa = inf, not in the mean)"
+        counts += (f"; {count(stats.kappa_ratio.infinite)} with T = 0 (kappa = inf, not in the "
+                   "mean)")
     lines.append(counts)
     return lines
 
@@ -295,7 +290,7 @@ def bound_rows(shares: list[BoundShares]) -> tuple[list[str], list[list[str]]]:
             _percent(share.requests_transfer_bound), _percent(share.cached_tokens_transfer_bound),
             *(_percent(share_of[m]) if m in share_of else "-" for m in
               ("serial", "layerwise", "ideal")),
-            f"{ttft['layerwise'].p50 * 1e3:.3g} ms" if "layerwise" in ttft else "-",
+            duration(ttft["layerwise"].p50, 3) if "layerwise" in ttft else "-",
         ])
     return header, rows
 
@@ -310,9 +305,13 @@ def run_stats(args: argparse.Namespace) -> None:
     with warnings.catch_warnings(record=True) as held:
         warnings.simplefilter("always")
         warnings.filterwarnings("error", message=NUMERIC_WARNINGS, category=RuntimeWarning)
-        workload = load_from_args(args)
-        stats = describe(workload)
-        shares = bound_shares_from_args(args, workload)
+        with slow_step(f"reading {file_label(args.file)}", large=large_file(args.file),
+                       quiet=args.json) as step:
+            workload = load_from_args(args)
+            step.note = f"{count(len(workload))} requests"
+        with slow_step("computing the statistics", quiet=args.json):
+            stats = describe(workload)
+            shares = bound_shares_from_args(args, workload)
     for warning in held:
         warnings.warn_explicit(warning.message, warning.category, warning.filename,
                                warning.lineno)

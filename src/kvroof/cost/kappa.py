@@ -67,6 +67,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.affine_crossover import crossover_of_pieces, last_compute_bound, max_of
+from kvroof.cost.caller_warnings import warn_caller
 from kvroof.cost.checks import FloatArray, scalar_or_array, token_value
 from kvroof.cost.compute import compute_time, iteration_tokens_for
 from kvroof.cost.deployment import Deployment
@@ -283,7 +284,18 @@ def kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method = "auto") 
     sparse layers), ``root-finding``, or ``auto`` (closed form when it applies). In kernel mode
     the bracketed root of :mod:`kvroof.cost.kernel_kappa` answers (``auto`` or
     ``root-finding``).
+
+    A deployment that does not fit in memory is computed regardless, with a
+    :class:`~kvroof.cost.memory_fit.DoesNotFitWarning`; a ``bandwidth`` override capped by the
+    host DRAM gives a :class:`~kvroof.cost.caller_warnings.BandwidthCappedWarning` (once per
+    call each; :mod:`kvroof.cost.caller_warnings`).
     """
+    result = _kappa_crit(dep, new_tokens, method)
+    warn_caller(dep, "kappa_crit")
+    return result
+
+
+def _kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method) -> KappaResult:
     t = token_value("new_tokens", new_tokens, at_least_one=True)
     if dep.uses_kernels:
         from kvroof.cost.kernel_kappa import kernel_kappa_crit
@@ -378,8 +390,10 @@ def kappa_forms(dep: Deployment, new_tokens: ArrayLike) -> dict[str, Any]:
     kernel tables, op by op); ``inf`` where never transfer-bound."""
     roofline = dataclasses.replace(dep, compute_model="roofline")
     kernels = dataclasses.replace(dep, compute_model="kernels")
-    return {
+    forms = {
         "paper": float(kappa_paper_for(dep).kappa_crit),
-        "roofline": kappa_crit(roofline, new_tokens).kappa_crit,
-        "kernels": kappa_crit(kernels, new_tokens).kappa_crit,
+        "roofline": _kappa_crit(roofline, new_tokens, "auto").kappa_crit,
+        "kernels": _kappa_crit(kernels, new_tokens, "auto").kappa_crit,
     }
+    warn_caller(dep, "kappa_forms")
+    return forms

@@ -8,12 +8,16 @@ default). Activations and the CUDA context come out of the ``1 - memory_utilizat
 The command line refuses a deployment that does not fit, naming the bytes and what would fit;
 the report and the figures mark such rows "does not fit" instead of printing numbers. The
 Python functions of the cost model compute regardless (a what-if may be about hardware that
-does not exist); call :func:`check_fit` to refuse.
+does not exist), and :func:`kvroof.cost.kappa.kappa_crit` and :func:`kvroof.cost.timing.ttft`
+say so with a :class:`DoesNotFitWarning` (:mod:`kvroof.cost.caller_warnings`); call
+:func:`check_fit` to refuse.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
+import weakref
 from dataclasses import dataclass
 
 from kvroof.cost.checks import dtype_bytes, token_value
@@ -24,9 +28,15 @@ from kvroof.cost.kv_terms import peak
 from kvroof.errors import KvroofError
 from kvroof.units import Kind, format_quantity
 
-__all__ = ["MemoryFit", "check_fit", "fit_problem", "memory_fit", "valid_tp_degrees"]
+__all__ = ["DoesNotFitWarning", "MemoryFit", "check_fit", "fit_problem", "fit_warning",
+           "memory_fit", "valid_tp_degrees"]
 
 _SMALLER_DTYPES = ("fp8", "mxfp4", "int4")
+
+
+class DoesNotFitWarning(UserWarning):
+    """A cost function computed a deployment whose weights and KV reserve do not fit in the
+    usable HBM (it computes regardless; the command line refuses)."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,10 @@ def memory_fit(dep: DeploymentSettings, kv_tokens: float | None = None) -> Memor
                                                                   dep.kv_reserve_tokens)
     # the most KV bytes one rank holds over the sequence (as
     # kvroof.cost.transfer.kv_peak_bytes_per_rank, from the KV terms alone)
-    kv_peak = peak(kv_terms(dep)["hold"], token_value("tokens", tokens))
+    # Deployment.terms holds the same KV terms once a cost function has computed them
+    terms = vars(dep).get("terms")
+    hold = terms.hold if terms is not None else kv_terms(dep)["hold"]
+    kv_peak = peak(hold, token_value("tokens", tokens))
     return MemoryFit(
         weights=dep.weight_bytes.total,
         kv_reserve=float(kv_peak),
@@ -96,20 +109,52 @@ def _alternatives(dep: DeploymentSettings, kv_tokens: float | None) -> str:
     return "it fits with " + " or ".join(ideas)
 
 
-def check_fit(dep: DeploymentSettings, kv_tokens: float | None = None) -> MemoryFit:
-    """The fit, or a one-line :class:`KvroofError` naming the bytes and what would fit."""
-    fit = memory_fit(dep, kv_tokens)
-    if fit.fits:
-        return fit
+def _misfit(dep: DeploymentSettings, fit: MemoryFit, kv_tokens: float | None) -> str:
+    """The sentence of a deployment that does not fit: the bytes and what would fit."""
     def size(value: float) -> str:
         return format_quantity(value, Kind.CAPACITY)
 
-    raise KvroofError(
+    return (
         f"{dep.model.name} does not fit on {dep.accelerator.name} at TP {dep.tp}: needs "
         f"{size(fit.weights)} of {fit.weight_dtype} weights + {size(fit.kv_reserve)} of KV per "
         f"GPU, {size(fit.usable)} usable ({size(dep.accelerator.hbm_capacity)} x "
         f"{dep.memory_utilization:g}); {_alternatives(dep, kv_tokens)}"
     )
+
+
+def check_fit(dep: DeploymentSettings, kv_tokens: float | None = None) -> MemoryFit:
+    """The fit, or a one-line :class:`KvroofError` naming the bytes and what would fit."""
+    fit = memory_fit(dep, kv_tokens)
+    if fit.fits:
+        return fit
+    raise KvroofError(_misfit(dep, fit, kv_tokens))
+
+
+def fit_warning(dep: DeploymentSettings, what: str, kv_tokens: float | None = None,
+                stacklevel: int = 2) -> bool:
+    """Issue a :class:`DoesNotFitWarning` (``check_fit``'s sentence, then "``what`` computes
+    it regardless") when ``dep`` does not fit; whether it did. ``stacklevel`` as
+    :func:`warnings.warn`'s, counted from the caller of this function."""
+    fit = memory_fit(dep, kv_tokens)
+    if fit.fits:
+        return False
+    key = (id(dep), kv_tokens)
+    known = _SAID.get(key)
+    if known is not None and known[0]() is dep:
+        text = known[1]
+    else:  # what would fit takes a deployment per TP degree: once per deployment and size
+        text = _misfit(dep, fit, kv_tokens)
+        if len(_SAID) >= 256:
+            _SAID.clear()
+        _SAID[key] = (weakref.ref(dep), text)
+    warnings.warn(f"{text} ({what} computes it regardless)", DoesNotFitWarning,
+                  stacklevel=stacklevel + 1)
+    return True
+
+
+_SAID: dict[tuple[int, float | None], tuple[weakref.ref[DeploymentSettings], str]] = {}
+"""The sentences :func:`fit_warning` wrote, by deployment (its id, checked by a weak
+reference) and KV tokens."""
 
 
 def fit_problem(dep: DeploymentSettings, kv_tokens: float | None = None) -> str:

@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from kvroof.cost.caller_warnings import warn_caller
 from kvroof.cost.checks import scalar_or_array, token_count, token_value
 from kvroof.cost.collectives import allreduce_time
 from kvroof.cost.compute import (
@@ -155,7 +156,11 @@ def ttft(
     """TTFT of one request of ``new_tokens`` (T) on top of ``cached_tokens`` (K) loaded from
     host memory. T and K broadcast (a 1000 x 1000 grid is one call). ``overlap`` defaults to
     the engine's (:func:`default_overlap`); ``reuse_block_tokens`` and ``request_overhead``
-    apply (module docstring)."""
+    apply (module docstring). A deployment that does not fit the weights and the KV of
+    ``T + K`` tokens is computed regardless, with a
+    :class:`~kvroof.cost.memory_fit.DoesNotFitWarning`; a ``bandwidth`` override capped by the
+    host DRAM gives a :class:`~kvroof.cost.caller_warnings.BandwidthCappedWarning` (once per
+    call each; :mod:`kvroof.cost.caller_warnings`)."""
     mode = check_overlap(default_overlap(dep) if overlap is None else overlap)
     t = token_value("new_tokens", new_tokens)
     k = token_value("cached_tokens", cached_tokens)
@@ -175,7 +180,9 @@ def ttft(
     transfer = (transfer_time(dep, run_k, run_t) if terms.tiers
                 else transfer_parts(terms, run_k, run_t).total)
     serving = serving_overhead(dep, t + k)
-    return _result(dep, flops, transfer, compute_total, mode, t, k, serving, model)
+    result = _result(dep, flops, transfer, compute_total, mode, t, k, serving, model)
+    warn_caller(dep, "ttft", t + k)
+    return result
 
 
 def ttft_batch(
@@ -215,5 +222,7 @@ def ttft_batch(
     transfer = (data + np.asarray(parts.scale_up_time).sum(axis=-1)
                 + np.asarray(parts.latency_time).sum(axis=-1))
     serving = serving_overhead(dep, (t + k).sum(axis=-1))
-    return _result(dep, flops, transfer, compute_total, mode, serving=serving,
-                   compute_model=model)
+    result = _result(dep, flops, transfer, compute_total, mode, serving=serving,
+                     compute_model=model)
+    warn_caller(dep, "ttft_batch", (t + k).sum(axis=-1))
+    return result

@@ -54,6 +54,7 @@ def figure_specs(config: ReportConfig, reg: Registry,
         ttft_breakdown_figure,
         what_if_figure,
     )
+    from kvroof.plot.roofline_paper import printed_kappa_crit
 
     first = config.models[0]
     hardware = [(p.accelerator, p.link) for p in config.hardware]
@@ -75,6 +76,7 @@ def figure_specs(config: ReportConfig, reg: Registry,
                                           new_tokens=config.new_tokens, registry=reg,
                                           **settings)
             spans = []
+            printed_beside: list[str] = []
             unfit = 0
             for model in config.models:
                 values = []
@@ -90,6 +92,11 @@ def figure_specs(config: ReportConfig, reg: Registry,
                         paper = paper_input_kappa(reg, model, accelerator, link)
                         value = float(kappa_paper_for(dep).kappa_crit) if paper is None \
                             else paper
+                        printed = printed_kappa_crit(dep) if paper is not None else None
+                        if printed is not None:
+                            printed_beside.append(
+                                f"{reg.model(model).label} on {accelerator} + {link} "
+                                f"{value:.3g} (printed {printed:g})")
                     values.append((f"{accelerator} + {link}", value))
                 spans.append(f"{reg.model(model).label} {_span(values)}")
             alt = ((f"Full-mode offload roofline at T = {config.new_tokens:g}, TP {config.tp}: "
@@ -98,16 +105,22 @@ def figure_specs(config: ReportConfig, reg: Registry,
                    "and falls beyond it; kappa_crit " + "; ".join(spans)
                    + (f"; {unfit} deployments do not fit and are not drawn" if unfit else "")
                    + ".")
+            if mode == "full":
+                detail = ("The y axis is new tokens per second per GPU (the prefill rate a "
+                          "request attains): flat while compute-bound, falling as 1/kappa_ratio "
+                          "once transfer-bound. Full-mode kappa_crit of a request alone at T = "
+                          f"{config.new_tokens:g}, TP {config.tp}, in each legend entry and the "
+                          "full-mode grid above (point at a curve for its values). Curves of "
+                          "deployments whose weights do not fit are not drawn.")
+            else:
+                detail = ("Paper mode: the paper's Eq. 6 with the paper's own C and BW (not "
+                          "the dense spec peaks), as the paper-mode grid above, drawn as the "
+                          "flat-then-1/kappa shape of the paper's Fig. 4 (a formula: no memory "
+                          "check). Each legend entry gives the kappa_crit computed from those "
+                          "inputs beside the one the paper prints"
+                          + (": " + "; ".join(printed_beside) if printed_beside else "") + ".")
             caption = ("The offload roofline per GPU against K/T, load and compute "
-                       "overlapped. " + ("Full-mode kappa_crit of a request alone at T = "
-                                         f"{config.new_tokens:g}, TP {config.tp}, in each "
-                                         "legend entry and the full-mode grid above (point at "
-                                         "a curve for its values). Curves of deployments whose "
-                                         "weights do not fit are not drawn." if mode == "full"
-                                         else "Paper mode (the paper's Eq. 6 with its own "
-                                         "C and BW, as the paper-mode grid above): the "
-                                         "flat-then-1/kappa shape of the paper's Fig. 4 (a "
-                                         "formula: no memory check)."))
+                       "overlapped. " + detail)
             return fig, caption, alt
         return make
 

@@ -116,6 +116,24 @@ class SimResult:
                 flat[key] = value
         return flat
 
+    def to_frame(self, kind: str = "requests") -> Any:
+        """A pandas DataFrame: ``"requests"`` (one row per request), ``"iterations"`` (one per
+        iteration row) or ``"summary"`` (one row), column names with SI units (``ttft_s``);
+        :mod:`kvroof.simulate.result_frames`."""
+        from kvroof.simulate.result_frames import result_frame
+
+        return result_frame(self, kind)
+
+    def _repr_html_(self) -> str:
+        from kvroof.simulate.result_frames import result_html
+
+        return result_html(self)
+
+    def __repr__(self) -> str:
+        from kvroof.simulate.result_frames import result_repr
+
+        return result_repr(self)
+
 
 def _peak_power(iterations: dict[str, NDArray[np.float64]], totals: dict[str, Any]) -> float:
     """The largest iteration's power per GPU: ``totals["power_max"]`` when the engines tracked

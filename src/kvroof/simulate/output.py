@@ -1,4 +1,5 @@
-"""A simulation's files: per-request and per-iteration CSVs and a JSON summary.
+"""A simulation's files: per-request and per-iteration CSVs (column names with their units, as
+``SimResult.to_frame()`` has them) and a JSON summary.
 
 Each file is written whole or not at all (:func:`kvroof.outputs.write_text`: a temporary file
 renamed into place), so an interrupted run never leaves half a CSV; the command line builds its
@@ -21,6 +22,7 @@ from numpy.typing import NDArray
 from kvroof.jsonsafe import json_safe
 from kvroof.outputs import write_text
 from kvroof.simulate.metrics import SimResult
+from kvroof.simulate.result_frames import frame_columns
 
 __all__ = ["csv_text", "result_json", "rows_csv_text", "write_result"]
 
@@ -74,11 +76,13 @@ def result_json(result: SimResult) -> dict[str, Any]:
 
 def write_result(folder: str | Path, result: SimResult, prefix: str = "") -> list[Path]:
     """``PREFIXrequests.csv``, ``PREFIXiterations.csv`` and ``PREFIXsummary.json`` in
-    ``folder``; returns their paths."""
+    ``folder``; returns their paths. The CSV headers carry units as ``to_frame()``'s columns
+    do (``arrival_s``, ``ttft_s``, ``hbm_hit_tokens``, ``duration_s``:
+    :mod:`kvroof.simulate.result_frames`)."""
     base = Path(folder)
     paths = [base / f"{prefix}requests.csv", base / f"{prefix}iterations.csv",
              base / f"{prefix}summary.json"]
-    write_text(paths[0], csv_text(result.requests))
-    write_text(paths[1], csv_text(result.iterations))
+    write_text(paths[0], csv_text(frame_columns(result.requests, "requests")))
+    write_text(paths[1], csv_text(frame_columns(result.iterations, "iterations")))
     write_text(paths[2], json.dumps(result_json(result), indent=2) + "\n")
     return paths

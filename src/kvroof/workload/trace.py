@@ -129,6 +129,24 @@ class RequestTrace:
     def __len__(self) -> int:
         return int(self.input_tokens.shape[0])
 
+    def to_frame(self) -> Any:
+        """A pandas DataFrame with one row per request: ``input_tokens``, ``output_tokens``,
+        ``arrival_time_s``, ``group_id``, ``record``, the prefix blocks and the prefix tokens
+        seen before (:mod:`kvroof.workload.trace_frames`)."""
+        from kvroof.workload.trace_frames import trace_frame
+
+        return trace_frame(self)
+
+    def _repr_html_(self) -> str:
+        from kvroof.workload.trace_frames import trace_html
+
+        return trace_html(self)
+
+    def __repr__(self) -> str:
+        from kvroof.workload.trace_frames import trace_repr
+
+        return trace_repr(self)
+
     def where(self, index: int) -> str:
         """``FILE: line N`` (or row / conversation) of request ``index``, for messages."""
         place = self.path or self.name
