@@ -85,6 +85,7 @@ _EXPORTS: dict[str, str] = {
     "transfer_time": "kvroof.cost.transfer",
     "transfer_breakdown": "kvroof.cost.transfer",
     "kv_bytes_per_rank": "kvroof.cost.transfer",
+    "plan": "kvroof.plan",
 }
 
 __all__ = [
@@ -145,6 +146,7 @@ __all__ = [
     "model_from_hf_config",
     "param_counts",
     "parse_quantity",
+    "plan",
     "prefill_flops",
     "regime_curves",
     "required_bandwidth",
@@ -197,6 +199,7 @@ if TYPE_CHECKING:
     from kvroof.errors import KvroofError, SpecError, UnknownNameError
     from kvroof.explore import explore
     from kvroof.lookup import get_accelerator, get_engine, get_link, get_model, get_system
+    from kvroof.plan.run import plan
     from kvroof.specs.engine import Engine
     from kvroof.specs.hardware import Accelerator, HostMemory, Link, System, Tier
     from kvroof.specs.hf import model_from_hf_config

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sweep": ("kvroof.cli.simulate",
               "run a grid of simulations (hardware x policies x request rates x cache sizes) on "
               "local processes or a Dask cluster"),
+    "plan": ("kvroof.cli.plan", "will KV offloading pay: rates, host memory, threshold, GPUs"),
     "measure": ("kvroof.cli.measure",
                 "measure this machine: copy bandwidth, GEMM FLOP/s, prefill with offloaded KV "
                 "(needs torch: pip install 'kvroof[measure]')"),
