@@ -226,6 +226,26 @@ def kappa_report(dep: Deployment, mode: str, new_tokens: float,
     return report
 
 
+def _compute_model_rows(dep: Deployment) -> list[list[str]]:
+    """A "compute model" row when it is not the default roofline: which model timed the
+    compute, and whether any kernel table covers the accelerator (without one every op falls
+    back to its roofline, which the row says instead of hiding it)."""
+    if dep.compute_model == "roofline":
+        return []
+    from kvroof.kernels import covered
+
+    ops = covered(dep.accelerator)
+    if not dep.uses_kernels:  # auto, without tables
+        text = f"roofline (auto: no kernel table covers {dep.accelerator.name})"
+    elif not ops:
+        text = (f"kernels, but no kernel table covers {dep.accelerator.name}: every op is "
+                "timed at its roofline (the fallback); --compute-model auto says roofline")
+    else:
+        text = (f"kernels (measured per-op tables for {dep.accelerator.name}: "
+                f"{', '.join(sorted(ops))}; other ops at their roofline)")
+    return [["compute model", text]]
+
+
 def _fit_or_refuse(dep: Deployment, kv_tokens: float | None = None, *, strict: bool = True
                    ) -> None:
     try:
@@ -299,6 +319,7 @@ def run_kappa(args: argparse.Namespace) -> None:
         ["deployment", dep.label],
         ["engine", _engine_text(dep)],
         ["mode", args.mode + (f" (T = {args.new_tokens:g})" if args.mode == "full" else "")],
+        *(_compute_model_rows(dep) if args.mode == "full" else []),
     ]
     if args.mode == "full":
         other = report["other_regime"]
@@ -428,6 +449,7 @@ def run_ttft(args: argparse.Namespace) -> None:
         rows.append(["request overhead", seconds("request_overhead_s")])
     print_table([
         *rows,
+        *_compute_model_rows(dep),
         ["overlap", report["overlap"]],
         ["regime", _regime_text(dep, computed)],
         ["TTFT", seconds("ttft_s")],

@@ -279,7 +279,8 @@ _FLAG_NAMES = {"tp": "--tp", "compute_efficiency": "--compute-efficiency",
 
 def check_flags_apply(args: argparse.Namespace, deps: Deployment | list[Deployment]) -> None:
     """A layer-kind flag given where no model of the command has those layers is an error,
-    not silently ignored (with several models it must apply to one of them)."""
+    not silently ignored (with several models it must apply to one of them); so is a MoE
+    routing for models without MoE layers or outside kernel mode."""
     from kvroof.cost.groups import layer_groups
 
     models = {d.model.name: d.model for d in (deps if isinstance(deps, list) else [deps])}
@@ -298,6 +299,15 @@ def check_flags_apply(args: argparse.Namespace, deps: Deployment | list[Deployme
         if models and given and kind not in present:
             raise KvroofError(f"{flag}: {' or '.join(models)} "
                               f"{'has' if len(models) == 1 else 'have'} no {layers}")
+    routing = getattr(args, "moe_routing", "balanced")
+    if models and routing != "balanced":
+        if not any(model.is_moe for model in models.values()):
+            raise KvroofError(f"--moe-routing: {' or '.join(models)} "
+                              f"{'has' if len(models) == 1 else 'have'} no MoE layers")
+        deployments = deps if isinstance(deps, list) else [deps]
+        if not any(dep.uses_kernels for dep in deployments):
+            raise KvroofError("--moe-routing: applies to kernel mode (--compute-model kernels, "
+                              "or auto where kernel tables cover the accelerator)")
 
 
 def flag_error(error: KvroofError) -> KvroofError:
