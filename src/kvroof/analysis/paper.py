@@ -22,6 +22,10 @@ What the printed tables imply (worked out here, checked by the tests):
   and 7.7, with kappa_HW 32 they are 13.7 and 7.3.
 - At the measured 15 GB/s the paper's ~3.3 and ~1.8 are 14.3 x 15/64 and 7.8 x 15/64; the
   formula gives 3.2 and 1.7 (C = 2000 TFLOP/s). It measured 2 and 1.
+
+Paper mode from the paper's own C and BW for a model on one of its GPUs and links
+(:func:`paper_kappa_inputs`; the report's paper-mode grid and the paper-mode offload roofline
+both call it) and the kappa_crit the paper prints for it (:func:`printed_for`).
 """
 
 from __future__ import annotations
@@ -29,15 +33,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
-from kvroof.cost.kappa import kappa_paper
+from kvroof.cost.deployment import Deployment
+from kvroof.cost.kv import kv_bytes_per_token
+from kvroof.cost.paper_kappa import PaperKappa, kappa_paper
+from kvroof.cost.params import param_counts
+from kvroof.specs.model import ModelSpec
+from kvroof.specs.registry import Registry
 
 __all__ = [
     "BINARY_MEGA",
     "MEASURED",
+    "PAPER_ACCELERATORS",
     "PAPER_COMPUTE",
     "PAPER_KAPPA_CRIT",
     "PAPER_KAPPA_HW",
     "PAPER_KAPPA_M",
+    "PAPER_LINKS",
     "PAPER_LINK_BANDWIDTH",
     "PAPER_MODELS",
     "PAPER_WHAT_IFS",
@@ -45,6 +56,13 @@ __all__ = [
     "Printed",
     "kappa_hw_table",
     "kappa_m_table",
+    "paper_input_kappa",
+    "paper_inputs",
+    "paper_kappa_at",
+    "paper_kappa_inputs",
+    "paper_platform",
+    "printed_for",
+    "printed_kappa_crit",
 ]
 
 BINARY_MEGA: Final = 1.048576
@@ -89,6 +107,13 @@ PAPER_COMPUTE: Final[dict[str, float]] = {"a100": 624e12, "h100": 2000e12, "b200
 
 PAPER_LINK_BANDWIDTH: Final[dict[str, float]] = {"pcie4": 32e9, "pcie5": 64e9}
 """Per-direction PCIe bandwidth the paper states (bytes/s)."""
+
+PAPER_ACCELERATORS: Final[dict[str, str]] = {"a100-sxm": "a100", "h100-sxm": "h100",
+                                             "b200": "b200"}
+"""The paper's GPUs by registry accelerator name (keys of :data:`PAPER_COMPUTE`)."""
+
+PAPER_LINKS: Final[dict[str, str]] = {"pcie-gen4-x16": "pcie4", "pcie-gen5-x16": "pcie5"}
+"""The paper's links by registry link name (keys of :data:`PAPER_LINK_BANDWIDTH`)."""
 
 PAPER_KAPPA_HW: Final[dict[tuple[str, str], Printed]] = {
     ("a100", "pcie4"): Printed(53.8e-6, 0.1e-6),
@@ -170,3 +195,64 @@ def kappa_hw_table(bandwidth_scale: float = 1.0) -> list[PaperRow]:
         rows.append(PaperRow(f"{gpu}+{link}", printed.value, printed.last_digit, value,
                              f"{bandwidth / 1e9:.4g} GB/s / {compute / 1e12:g} TFLOP/s"))
     return rows
+
+
+def paper_platform(accelerator: str, link: str) -> tuple[str, str] | None:
+    """The paper's names (``("h100", "pcie5")``) of a registry accelerator and link, or None
+    when the paper does not cover both."""
+    gpu = PAPER_ACCELERATORS.get(accelerator)
+    generation = PAPER_LINKS.get(link)
+    if gpu is None or generation is None:
+        return None
+    return gpu, generation
+
+
+def paper_kappa_at(model: ModelSpec, compute: float, bandwidth: float,
+                   kv_dtype: str = "bf16") -> PaperKappa:
+    """Paper mode for ``model`` at a compute C (FLOP/s) and link bandwidth BW (bytes/s):
+    N_active as published (computed when the model publishes none, as
+    :func:`kvroof.cost.kappa.kappa_paper_for` does) and B_kv in ``kv_dtype``."""
+    active = model.published.active if model.published else param_counts(model).active
+    return kappa_paper(active, kv_bytes_per_token(model, kv_dtype), bandwidth, compute)
+
+
+def paper_kappa_inputs(model: ModelSpec, accelerator: str, link: str,
+                       kv_dtype: str = "bf16") -> PaperKappa | None:
+    """Paper mode from the paper's own inputs for ``model`` on a registry ``accelerator`` and
+    ``link`` of the paper's: its C (:data:`PAPER_COMPUTE`) and BW
+    (:data:`PAPER_LINK_BANDWIDTH`) in :func:`paper_kappa_at`, B_kv in ``kv_dtype`` (the
+    paper's bf16 by default; a deployment's own KV type for a deployment); None for hardware
+    the paper does not cover."""
+    platform = paper_platform(accelerator, link)
+    if platform is None:
+        return None
+    gpu, generation = platform
+    return paper_kappa_at(model, PAPER_COMPUTE[gpu], PAPER_LINK_BANDWIDTH[generation],
+                          kv_dtype)
+
+
+def paper_inputs(dep: Deployment) -> PaperKappa | None:
+    """:func:`paper_kappa_inputs` for a deployment on one of the paper's GPUs and links (B_kv
+    in the deployment's KV type); None for other hardware."""
+    return paper_kappa_inputs(dep.model, dep.accelerator.name, dep.link.name, dep.kv_dtype)
+
+
+def paper_input_kappa(reg: Registry, model_name: str, accelerator: str,
+                      link_name: str) -> float | None:
+    """kappa_crit of :func:`paper_kappa_inputs` for a registry model (the paper's bf16 B_kv);
+    None for hardware the paper does not cover."""
+    found = paper_kappa_inputs(reg.model(model_name), accelerator, link_name)
+    return None if found is None else float(found.kappa_crit)
+
+
+def printed_for(model_name: str, accelerator: str, link: str) -> float | None:
+    """The kappa_crit the paper prints for a registry model, accelerator and link, if any."""
+    platform = paper_platform(accelerator, link)
+    if platform is None:
+        return None
+    return PAPER_KAPPA_CRIT.get((model_name, f"{platform[0]}-{platform[1]}"))
+
+
+def printed_kappa_crit(dep: Deployment) -> float | None:
+    """The kappa_crit the paper prints for this deployment's model and hardware, if any."""
+    return printed_for(dep.model.name, dep.accelerator.name, dep.link.name)

@@ -4,6 +4,15 @@ its per-rank shape and the FLOPs and bytes one call moves (:meth:`Op.work`), the
 pairs and positions an attention call covers, and the two constructors the op lists of
 :mod:`kvroof.cost.attention_ops`, :mod:`kvroof.cost.ffn_ops` and :mod:`kvroof.cost.ops` build
 their GEMMs and element-wise kernels with. Nothing here knows a model or a deployment.
+
+A GEMM's and a fused MoE's counts are :mod:`kvroof.kernels.work`'s (the counts that define the
+kernel tables' efficiencies), in the op's table data type whether or not the accelerator has
+that table (an op in a type without tables, ``dtype`` None, with 16-bit activations and its own
+``weight_bytes``). A MoE layer reads the experts its tokens are expected to touch under random
+routing, kvroof's roofline count, unless a table times it: then it reads the tables' count,
+``min(E, m top_k)`` experts (:attr:`Op.experts_read`, which
+:func:`kvroof.cost.kernel_resolution.resolve_op` sets). So an op's FLOPs and bytes are the ones
+its time is computed from.
 """
 
 from __future__ import annotations
@@ -17,8 +26,10 @@ import numpy as np
 from kvroof.cost.checks import minimum
 from kvroof.cost.pairs import capped_pairs
 from kvroof.cost.weight_bytes import touched_share
+from kvroof.kernels.work import gemm_work, moe_work
 
 __all__ = [
+    "ExpertsRead",
     "Op",
     "OpKind",
     "Scale",
@@ -29,6 +40,8 @@ __all__ = [
 ]
 
 OpKind = Literal["gemm", "attention", "moe", "allreduce", "elementwise", "roofline"]
+ExpertsRead = Literal["expected", "bound"]
+"""How a MoE layer counts the experts it reads (:attr:`Op.experts_read`)."""
 Scale = Literal["tokens", "positions", "sequence", "logits", "pass"]
 """What sets an op's size: the tokens of the forward pass (``m = T``, or ``N`` in a busy
 iteration), the request's positions (``m = K + T``), the request's sequence (``T`` new tokens
@@ -41,10 +54,18 @@ class Op:
     it; 1 for a per-pass op). Sizes are element counts per rank.
 
     ``dtype`` is the kernel tables' data type of a GEMM or MoE (``None``: one the tables do not
-    have, priced by the roofline; ``why`` says so). An attention op has ``heads``, ``kv_heads``,
-    ``head_dim``, its pair ``rule`` (``full``, ``window`` or ``chunk`` with ``span``) and, for
-    its roofline, ``flops_per_pair`` and the bytes it reads per position and per new token;
-    ``table`` is False for attention the tables do not cover (MLA, sparse, other KV types)."""
+    have, priced by the roofline; ``why`` says so); it sets the bytes per activation and per
+    weight (:data:`kvroof.kernels.work.GEMM_DTYPES`, :data:`~kvroof.kernels.work.MOE_DTYPES`),
+    and ``weight_bytes`` is used only without one. ``experts_read``: a MoE layer's count of the
+    experts it reads, ``expected`` (the distinct experts ``m`` tokens touch under random
+    routing, ``E (1 - (1 - top_k/E)^m)``) or ``bound`` (``min(E, m top_k)``, every pair on a
+    distinct expert until all are used: the kernel tables' count, for a table-timed layer).
+
+    An attention op has ``heads``, ``kv_heads``, ``head_dim``, its pair ``rule`` (``full``,
+    ``window`` or ``chunk`` with ``span``) and, for its roofline, ``flops_per_pair`` and the
+    bytes it reads per position and per new token (without a prefix, those of
+    :func:`kvroof.kernels.work.attention_work`); ``table`` is False for attention the tables do
+    not cover (MLA, sparse, other KV types)."""
 
     name: str
     kind: OpKind
@@ -72,6 +93,7 @@ class Op:
     inter_per_rank: float = 0.0
     experts: int = 0
     top_k: int = 0
+    experts_read: ExpertsRead = "expected"
     why: str = ""
 
     @property
@@ -88,19 +110,21 @@ class Op:
 
     def work(self, m: Any, t: Any = 0.0, k: Any = 0.0) -> tuple[Any, Any]:
         """(FLOPs, bytes) of one call on one rank: a per-token op at ``m`` tokens, an attention
-        op for ``t`` new tokens on ``k`` cached ones (:mod:`kvroof.cost.ops`; a GEMM's
-        activations in 8 bits for an FP8 data type, else 16; a MoE layer reads the experts its
-        tokens touch, ``1 - (1 - top_k/E)^m`` of them)."""
+        op for ``t`` new tokens on ``k`` cached ones (:mod:`kvroof.cost.ops`). A GEMM or a MoE
+        layer is counted by :func:`kvroof.kernels.work.gemm_work` or
+        :func:`~kvroof.kernels.work.moe_work` in its data type (module docstring; without
+        one, 16-bit activations and ``weight_bytes``), a MoE layer reading the experts
+        ``experts_read`` counts."""
         if self.kind == "gemm":
-            act = 1.0 if self.dtype in ("fp8", "fp8_block") else 2.0
-            return (2.0 * m * self.n * self.k,
-                    m * self.k * act + self.k * self.n * self.weight_bytes + 2.0 * m * self.n)
+            return gemm_work(m, self.n, self.k, self.dtype,
+                             weight_bytes=None if self.dtype else self.weight_bytes)
         if self.kind == "moe":
             experts = float(self.experts)
-            touched = experts * touched_share(1.0 - self.top_k / experts, m)
-            return (6.0 * m * self.top_k * self.hidden * self.inter_per_rank,
-                    touched * 3.0 * self.hidden * self.inter_per_rank * self.weight_bytes
-                    + 4.0 * m * self.hidden)
+            touched = None if self.experts_read == "bound" else \
+                experts * touched_share(1.0 - self.top_k / experts, m)
+            return moe_work(m, self.hidden, self.inter_per_rank, experts, self.top_k,
+                            self.dtype, weight_bytes=None if self.dtype else self.weight_bytes,
+                            touched=touched)
         if self.kind == "attention":
             return (self.flops_per_pair * query_key_pairs(self.rule, self.span, t, k),
                     self.bytes_per_token * t

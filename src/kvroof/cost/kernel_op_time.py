@@ -5,6 +5,12 @@ measured time, an element-wise kernel's memory rule, and an attention call over 
 scaled from the table's prefill of ``K + T`` tokens (floats, or broadcasting arrays in few
 passes); an op without a table takes its roofline at the deployment's achievable figures
 (:class:`Rates`). The rules and their sources are in :mod:`kvroof.cost.kernel_time`.
+
+Every op is priced with its own counts, :meth:`Op.work <kvroof.cost.forward_op.Op.work>` (for a
+GEMM or a MoE layer :mod:`kvroof.kernels.work`'s, the ones the tables' efficiencies are defined
+with), and a table's attention call with :func:`kvroof.kernels.work.attention_work`, so a
+table-timed op's time at a grid point is the measured latency and the breakdown's FLOPs and
+bytes are the ones its time came from.
 """
 
 from __future__ import annotations
@@ -16,10 +22,9 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from kvroof.cost.checks import maximum, minimum, when_positive
-from kvroof.cost.forward_op import positions_read, query_key_pairs
+from kvroof.cost.checks import maximum, when_positive
 from kvroof.cost.kernel_resolution import TimedOp
-from kvroof.cost.weight_bytes import touched_share
+from kvroof.kernels.work import attention_work
 
 __all__ = [
     "ELEMENTWISE_FLOOR",
@@ -52,33 +57,28 @@ class Rates:
     ranks: int
 
 
+def _capped(eff: Any) -> Any:
+    """An efficiency capped at 1 (no op beats its roofline at peak)."""
+    return (eff if eff < 1.0 else 1.0) if type(eff) is float else np.minimum(eff, 1.0)
+
+
+def _per_token_seconds(top: TimedOp, m: Any, rates: Rates) -> Any:
+    """A GEMM's or a fused MoE's call at ``m`` tokens: its roofline at the table's peaks over
+    the table's efficiency there, or at ``rates`` without a table (the op's counts either way)."""
+    flops, size = top.op.work(m)
+    if top.curve is not None:
+        return maximum(flops / top.peak, size / top.hbm) / _capped(top.curve(m))
+    return maximum(flops / rates.compute, size / rates.hbm)
+
+
 def gemm_seconds(top: TimedOp, m: Any, rates: Rates) -> Any:
     """Seconds of one GEMM call at ``m`` tokens."""
-    op = top.op
-    n, k = op.n, op.k
-    flops = 2.0 * m * n * k
-    if top.curve is not None:
-        size = m * k * top.act + k * n * top.wgt + 2.0 * m * n
-        eff = top.curve(m)
-        return maximum(flops / top.peak, size / top.hbm) / (
-            (eff if eff < 1.0 else 1.0) if type(eff) is float else np.minimum(eff, 1.0))
-    size = m * k * 2.0 + k * n * op.weight_bytes + 2.0 * m * n
-    return maximum(flops / rates.compute, size / rates.hbm)
+    return _per_token_seconds(top, m, rates)
 
 
 def moe_seconds(top: TimedOp, m: Any, rates: Rates) -> Any:
     """Seconds of one fused MoE call at ``m`` tokens."""
-    op = top.op
-    h, i, e, top_k = op.hidden, op.inter_per_rank, float(op.experts), float(op.top_k)
-    flops = 6.0 * m * top_k * h * i
-    if top.curve is not None:
-        size = minimum(e, m * top_k) * 3.0 * h * i * top.wgt + 2.0 * top.act * m * h
-        eff = top.curve(m)
-        return maximum(flops / top.peak, size / top.hbm) / (
-            (eff if eff < 1.0 else 1.0) if type(eff) is float else np.minimum(eff, 1.0))
-    touched = e * touched_share(1.0 - top_k / e, m)
-    size = touched * 3.0 * h * i * op.weight_bytes + 4.0 * m * h
-    return maximum(flops / rates.compute, size / rates.hbm)
+    return _per_token_seconds(top, m, rates)
 
 
 def allreduce_seconds(top: TimedOp, m: Any, rates: Rates) -> Any:
@@ -114,32 +114,32 @@ SECONDS_BY_KIND: Final[dict[str, Callable[[TimedOp, Any, Rates], Any]]] = {
 :func:`attention_seconds`)."""
 
 
-def _table_pairs(window: float, s: Any) -> Any:
-    """Pairs of the table's own call: ``s`` tokens, no prefix, at most ``window`` keys a query
-    (:func:`kvroof.kernels.work.attention_pairs`)."""
-    full = s * (s + 1.0) / 2.0
-    if not window:
-        return full
-    windowed = window * (window + 1.0) / 2.0 + (s - window) * window
-    if type(s) is float:
-        return windowed if window < s else full
-    return np.where(window < s, windowed, full)
-
-
-def _table_time(top: TimedOp, s: Any) -> Any:
-    """The table's time of one attention call over ``s`` tokens without a prefix."""
+def _table_window(top: TimedOp) -> float:
+    """The window of the table's call (0: full attention; a chunk is priced as a window)."""
     op = top.op
-    window = op.span if op.rule in ("window", "chunk") else 0.0
-    flops = op.flops_per_pair * _table_pairs(window, s)
-    size = s * (op.bytes_per_token + op.bytes_per_position)
-    assert top.curve is not None
+    return op.span if op.rule in ("window", "chunk") else 0.0
+
+
+def _table_call(top: TimedOp, s: Any) -> tuple[Any, Any]:
+    """The table's own attention call over ``s`` tokens without a prefix: its time (the
+    derivation's counts, :func:`kvroof.kernels.work.attention_work`, over the efficiency) and
+    its FLOPs."""
+    op = top.op
+    window = _table_window(top)
+    assert top.curve is not None and op.kv_dtype is not None and op.dtype is not None
+    flops, size = attention_work(s, op.heads, op.kv_heads, op.head_dim, window, op.dtype,
+                                 op.kv_dtype)
     eff = top.curve(s)
     if top.window is not None:
         windowed = top.window(s)
         eff = (windowed if s > window else eff) if type(s) is float else np.where(
             s > window, windowed, eff)
-    eff = (eff if eff < 1.0 else 1.0) if type(eff) is float else np.minimum(eff, 1.0)
-    return maximum(flops / top.peak, size / top.hbm) / eff
+    if type(s) is float:
+        return maximum(flops / top.peak, size / top.hbm) / _capped(eff), flops
+    seconds = np.asarray(flops / top.peak)  # the same, in place on arrays of a grid's size
+    np.maximum(seconds, np.divide(size, top.hbm), out=seconds)
+    seconds /= np.minimum(eff, 1.0)
+    return seconds, flops
 
 
 def attention_seconds(top: TimedOp, t: Any, k: Any, rates: Rates, floor: bool = True) -> Any:
@@ -156,45 +156,31 @@ def attention_seconds(top: TimedOp, t: Any, k: Any, rates: Rates, floor: bool = 
 
 
 def _attention_scalar(top: TimedOp, t: float, k: float, floor: bool = True) -> float:
-    op = top.op
+    """The table's time at ``S = K + T`` scaled by the share of that call's (query, key) pairs,
+    so of its FLOPs, the new tokens score; at least the call's own roofline at peak and, with
+    ``floor``, the table's time for ``T`` tokens."""
     s = t + k
     if s <= 0.0:
         return 0.0
-    window = op.span if op.rule in ("window", "chunk") else 0.0
-    pairs = query_key_pairs(op.rule, op.span, t, k)
-    size = op.bytes_per_token * t + op.bytes_per_position * positions_read(op.rule, op.span, t, k)
-    roof = max(op.flops_per_pair * pairs / top.peak, size / top.hbm)
-    scaled = _table_time(top, s) * pairs / _table_pairs(window, s)
-    least = _table_time(top, t) if (floor and t > 0.0) else 0.0
+    flops, size = top.op.work(0.0, t, k)
+    roof = max(flops / top.peak, size / top.hbm)
+    table, table_flops = _table_call(top, s)
+    scaled = table * flops / table_flops
+    least = _table_call(top, t)[0] if (floor and t > 0.0) else 0.0
     return float(max(scaled, least, roof))
 
 
 def _attention_array(top: TimedOp, t: FloatArray, k: FloatArray, floor: bool = True
                      ) -> FloatArray:
-    """:func:`_attention_scalar` on broadcasting arrays, in few passes: with ``f`` FLOPs a pair,
-    the table's time at ``S = K + T`` scaled by ``pairs / pairs(S)`` is ``pairs x max(f / P,
-    S b / (pairs(S) H)) / eff(S)`` (``b`` bytes a token of the table's call)."""
-    op = top.op
-    assert top.curve is not None
-    window = op.span if op.rule in ("window", "chunk") else 0.0
+    """:func:`_attention_scalar` on broadcasting arrays, in few passes (the scaled time is at
+    least the FLOPs' roofline already: an efficiency is at most 1)."""
     s = t + k
-    pairs = query_key_pairs(op.rule, op.span, t, k)
-    eff = top.curve(s)
-    if top.window is not None:
-        eff = np.where(s > window, top.window(s), eff)
-    np.minimum(eff, 1.0, out=eff)
-    per_token = (op.bytes_per_token + op.bytes_per_position) / top.hbm
+    flops, size = top.op.work(0.0, t, k)
+    table, table_flops = _table_call(top, s)
     with np.errstate(divide="ignore", invalid="ignore"):
-        if op.rule == "full":
-            memory = (2.0 * per_token) / (s + 1.0)
-        else:
-            memory = s * per_token / _table_pairs(window, s)
-        scaled = np.maximum(memory, op.flops_per_pair / top.peak)
-        scaled *= pairs
-        scaled /= eff
-    read = positions_read(op.rule, op.span, t, k)
-    roof = (op.bytes_per_token / top.hbm) * t + (op.bytes_per_position / top.hbm) * read
-    np.maximum(scaled, roof, out=scaled)
+        scaled = table * flops
+        scaled /= table_flops
+    np.maximum(scaled, size / top.hbm, out=scaled)
     if floor:
-        np.maximum(scaled, np.where(t > 0, _table_time(top, t), 0.0), out=scaled)
+        np.maximum(scaled, np.where(t > 0, _table_call(top, t)[0], 0.0), out=scaled)
     return np.where(s > 0, scaled, 0.0) if bool(np.any(s <= 0)) else scaled

@@ -1,25 +1,25 @@
 """Kernel mode's table resolution: each op of a deployment's forward pass
 (:func:`kvroof.cost.ops.forward_ops`) matched once to what times it (:class:`TimedOp`): its
 measured kernel table, read along the op's size axis into a :class:`Curve` (a GEMM's, a fused
-MoE's or an attention call's efficiency, an all-reduce's time), the element-wise memory rule,
-or its own roofline with the reason there is no table. Timing the ops is
+MoE's or an attention call's efficiency, an all-reduce's time: the tables' own interpolation,
+:class:`kvroof.kernels.interpolate.LogCurve`), the element-wise memory rule, or its own roofline
+with the reason there is no table. Timing the ops is
 :mod:`kvroof.cost.kernel_op_time`; the rules are in :mod:`kvroof.cost.kernel_time`.
 """
 
 from __future__ import annotations
 
-import bisect
-import math
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
-from numpy.typing import NDArray
 
 from kvroof.cost.collectives import collective_bandwidth, collective_latency
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.forward_op import Op
+from kvroof.kernels.interpolate import LogCurve as Curve
 from kvroof.units import Kind, format_quantity
 
 __all__ = ["DEFAULT_ALLREDUCE_BACKEND", "Curve", "TimedOp", "resolve_op"]
@@ -29,52 +29,14 @@ DEFAULT_ALLREDUCE_BACKEND: Final = "vllm_graph"
 GEMM, attention and MoE rows are vLLM's too). aiconfigurator's collector calls vLLM's own
 ``tensor_model_parallel_all_reduce``, so the table holds vLLM's choice of kernel by size."""
 
-FloatArray = NDArray[np.float64]
-
-
-class Curve:
-    """Values at increasing positive points, linear in the logarithm of the point between them
-    and held beyond the ends (the kernel tables' rule along one axis)."""
-
-    __slots__ = ("_lp", "_v", "high", "log_points", "low", "values")
-
-    def __init__(self, points: Sequence[float] | FloatArray, values: Sequence[float] | FloatArray
-                 ) -> None:
-        p = np.asarray(points, dtype=np.float64)
-        self.log_points = np.log(p)
-        self.values = np.asarray(values, dtype=np.float64)
-        self._lp: list[float] = self.log_points.tolist()
-        self._v: list[float] = self.values.tolist()
-        self.low = float(p[0])
-        self.high = float(p[-1])
-
-    def at(self, x: float) -> float:
-        """The value at one point (pure Python)."""
-        lp, v = self._lp, self._v
-        if x <= 0.0:
-            return v[0]
-        lx = math.log(x)
-        if lx <= lp[0]:
-            return v[0]
-        if lx >= lp[-1]:
-            return v[-1]
-        i = bisect.bisect_right(lp, lx) - 1
-        return v[i] + (v[i + 1] - v[i]) * (lx - lp[i]) / (lp[i + 1] - lp[i])
-
-    def __call__(self, x: Any) -> Any:
-        if type(x) is float:
-            return self.at(x)
-        with np.errstate(divide="ignore"):
-            return np.interp(np.log(x), self.log_points, self.values)
-
 
 @dataclass(frozen=True, eq=False)
 class TimedOp:
     """An op with what times it: ``model`` ``kernels`` (a table: ``curve`` holds its
     efficiency, or an all-reduce's time, along the op's size axis, ``window`` an attention
-    op's at the window coordinate; ``peak`` and ``hbm`` the table's roofline figures, ``act``
-    and ``wgt`` bytes per activation and per weight or KV element), ``roofline`` (no table,
-    ``why`` in ``notes``) or ``memory rule`` (element-wise)."""
+    op's at the window coordinate; ``peak`` and ``hbm`` the table's roofline figures, which
+    divide the op's own counts, :meth:`Op.work <kvroof.cost.forward_op.Op.work>`),
+    ``roofline`` (no table, ``why`` in ``notes``) or ``memory rule`` (element-wise)."""
 
     op: Op
     model: str
@@ -84,9 +46,6 @@ class TimedOp:
     window: Curve | None = None
     peak: float = 0.0
     hbm: float = 0.0
-    act: float = 2.0
-    wgt: float = 2.0
-
 
 
 def _fallback(op: Op, dep: Deployment, why: str) -> TimedOp:
@@ -113,7 +72,6 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
     all-reduce table's backend)."""
     import kvroof.kernels as kernels
     from kvroof.kernels.interpolate import interpolate
-    from kvroof.kernels.work import GEMM_DTYPES, MOE_DTYPES
 
     if op.kind == "elementwise":
         return TimedOp(op, "memory rule", "bytes / (HBM x HBM efficiency) + 3 us "
@@ -136,13 +94,11 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
             variant = _variant(system, "gemm", cov.key)
             points = variant.grid.points[variant.grid.axes.index("m")]
             result = interpolate(variant.grid, {"m": points, "n": op.n, "k": op.k})
-            info = GEMM_DTYPES[op.dtype]
             notes += [f"{axis} {getattr(op, axis):g} outside the measured grid (boundary held)"
                       for axis in _outside(result, ("n", "k"))]
             curve = Curve(points, result.values)
             return TimedOp(op, "kernels", cov.source, tuple(notes), curve,
-                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth,
-                           act=info.activation_bytes, wgt=info.weight_bytes)
+                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth)
         if op.kind == "moe":
             assert op.dtype is not None
             _, cov = kernels.moe_efficiency(acc, 1.0, int(op.hidden), op.inter_per_rank,
@@ -155,16 +111,15 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
                       for name, (asked, used) in cov.substituted.items()]
             notes += [f"expert width per rank {op.inter_per_rank:g} outside the measured grid "
                       "(boundary held)" for _ in _outside(result, ("inter_per_rank",))]
-            info = MOE_DTYPES[op.dtype]
-            return TimedOp(op, "kernels", cov.source, tuple(notes),
-                           Curve(points, result.values), peak=system.peak_flops[variant.peak],
-                           hbm=system.hbm_bandwidth, act=info.activation_bytes,
-                           wgt=info.weight_bytes)
+            # the table's layer reads min(E, tokens top_k) experts (its derivation's count)
+            return TimedOp(dataclasses.replace(op, experts_read="bound"), "kernels",
+                           cov.source, tuple(notes), Curve(points, result.values),
+                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth)
         if op.kind == "attention":
             window = op.span if op.rule in ("window", "chunk") else 0.0
-            assert op.kv_dtype is not None
+            assert op.kv_dtype is not None and op.dtype is not None
             _, cov = kernels.attention_efficiency(acc, 1.0, op.heads, op.kv_heads, op.head_dim,
-                                                  window, "bf16", op.kv_dtype)
+                                                  window, op.dtype, op.kv_dtype)
             variant = _variant(system, "attention", cov.key)
             axes = variant.grid.axes
             points = variant.grid.points[axes.index("seq_len")]
@@ -184,11 +139,9 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
                 notes.append(f"chunked attention priced as a sliding window of {window:g}")
             notes.append("a cached prefix: the table at K + T scaled by the pairs the new "
                          "tokens score")
-            kv = 1.0 if op.kv_dtype == "fp8" else 2.0
             return TimedOp(op, "kernels", cov.source, tuple(notes),
                            Curve(points, result.values), windowed,
-                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth,
-                           act=2.0, wgt=kv)
+                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth)
         # all-reduce: the time of one call along the message size, at TP GPUs
         _, cov = kernels.allreduce_time(acc, backend, dep.tp, 1.0)
         variant = _variant(system, "allreduce", cov.key)

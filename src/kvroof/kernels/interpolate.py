@@ -3,22 +3,25 @@ vectorized over the query points (no Python loop over points or grid cells).
 
 Between grid points a value is linear in ``log(x)`` along each axis (multilinear over all of
 them); outside an axis's range the coordinate is clamped to the nearest end, so the boundary
-value is held, and the point is reported as outside on that axis.
+value is held, and the point is reported as outside on that axis. :class:`LogCurve` is the same
+rule along one axis (a grid's slice, kept for fast repeated evaluation: kernel mode's curves).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kvroof.kernels.tables import Grid, KernelTableError
 
-__all__ = ["Interpolated", "interpolate"]
+__all__ = ["Interpolated", "LogCurve", "interpolate"]
 
 RELATIVE_TOLERANCE = 1e-9
 """A coordinate this close (relatively) to an end of its axis counts as inside."""
@@ -50,6 +53,29 @@ def _corner_bits(dims: int) -> NDArray[np.bool_]:
     return ((corners[None, :] >> np.arange(dims)[:, None]) & 1).astype(bool)
 
 
+def _cells(logp: NDArray[np.float64], lx: NDArray[np.float64]
+           ) -> tuple[NDArray[np.intp], NDArray[np.float64]]:
+    """Per log coordinate: the lower neighbour's index on the axis ``logp`` and the fraction
+    towards the upper one, the coordinate clamped to the axis (the one rule of this module)."""
+    if logp.size == 1:
+        return np.zeros(lx.shape, dtype=np.intp), np.zeros(lx.shape, dtype=np.float64)
+    clamped = np.clip(lx, logp[0], logp[-1])
+    i = np.clip(np.searchsorted(logp, clamped, side="right") - 1, 0, logp.size - 2)
+    frac = (clamped - logp[i]) / (logp[i + 1] - logp[i])
+    return i.astype(np.intp), frac
+
+
+def _cell(logp: Sequence[float], lx: float) -> tuple[int, float]:
+    """:func:`_cells` for one coordinate (pure Python: a scalar lookup costs microseconds)."""
+    n = len(logp)
+    if n == 1 or lx <= logp[0]:
+        return 0, 0.0
+    if lx >= logp[-1]:
+        return n - 2, 1.0
+    i = min(bisect.bisect_right(logp, lx), n - 1) - 1  # NaN: the last cell, a NaN fraction
+    return i, (lx - logp[i]) / (logp[i + 1] - logp[i])
+
+
 def _locate(name: str, x: NDArray[np.float64], logp: NDArray[np.float64]
             ) -> tuple[NDArray[np.intp], NDArray[np.float64], NDArray[np.bool_]]:
     """Per point: the lower neighbour's index, the fraction towards the upper one (in log
@@ -58,13 +84,8 @@ def _locate(name: str, x: NDArray[np.float64], logp: NDArray[np.float64]
         raise KernelTableError(f"{name} must be positive and finite for a kernel-table lookup")
     lx = np.log(x)
     outside = (lx < logp[0] - RELATIVE_TOLERANCE) | (lx > logp[-1] + RELATIVE_TOLERANCE)
-    if logp.size == 1:
-        return (np.zeros(x.shape, dtype=np.intp), np.zeros(x.shape, dtype=np.float64),
-                outside)
-    clamped = np.clip(lx, logp[0], logp[-1])
-    i = np.clip(np.searchsorted(logp, clamped, side="right") - 1, 0, logp.size - 2)
-    frac = (clamped - logp[i]) / (logp[i + 1] - logp[i])
-    return i.astype(np.intp), frac, outside
+    i, frac = _cells(logp, lx)
+    return i, frac, outside
 
 
 def _contract(values: NDArray[np.float64], unmeasured: NDArray[np.bool_], axis: int,
@@ -99,9 +120,7 @@ def _point(grid: Grid, xs: list[float]) -> tuple[float, list[bool], bool]:
         outside.append(lx < logp[0] - RELATIVE_TOLERANCE or lx > logp[-1] + RELATIVE_TOLERANCE)
         if len(logp) == 1:
             continue
-        clamped = min(max(lx, logp[0]), logp[-1])
-        i = min(max(bisect.bisect_right(logp, clamped) - 1, 0), len(logp) - 2)
-        t = (clamped - logp[i]) / (logp[i + 1] - logp[i])
+        i, t = _cell(logp, lx)
         index0 += i * stride
         if t > 0.0:
             corners = [c for base, w in corners
@@ -113,6 +132,48 @@ def _point(grid: Grid, xs: list[float]) -> tuple[float, list[bool], bool]:
             value += flat_values[index0 + offset] * w
             unmeasured = unmeasured or not flat_measured[index0 + offset]
     return value, outside, unmeasured
+
+
+class LogCurve:
+    """Values at increasing positive ``points`` along one axis, evaluated by :func:`interpolate`'s
+    rule: linear in the logarithm of the point between two points, the end value held beyond
+    either end (a point at or below 0 takes the first value). ``low`` and ``high`` are the ends.
+    Call it on a float (pure Python, a float back) or an array (an array back, by
+    ``np.interp`` in the logarithm: the same rule in one pass)."""
+
+    __slots__ = ("_lp", "_v", "high", "log_points", "low", "values")
+
+    def __init__(self, points: Sequence[float] | NDArray[np.float64],
+                 values: Sequence[float] | NDArray[np.float64]) -> None:
+        p = np.asarray(points, dtype=np.float64)
+        v = np.asarray(values, dtype=np.float64)
+        if p.ndim != 1 or p.size == 0 or v.shape != p.shape or not np.all(p > 0) \
+                or np.any(np.diff(p) <= 0):
+            raise KernelTableError("a curve needs as many values as points, the points "
+                                   "positive and strictly increasing")
+        self.log_points = np.log(p)
+        self.values = v
+        self._lp: list[float] = self.log_points.tolist()
+        self._v: list[float] = v.tolist()
+        self.low = float(p[0])
+        self.high = float(p[-1])
+
+    def at(self, x: float) -> float:
+        """The value at one point (pure Python)."""
+        v = self._v
+        i, t = _cell(self._lp, math.log(x) if x > 0.0 else (-math.inf if x <= 0.0 else x))
+        if t == 0.0:
+            return v[i]
+        return v[i] * (1.0 - t) + v[i + 1] * t
+
+    def __call__(self, x: Any) -> Any:
+        if type(x) is float:
+            return self.at(x)
+        # the same rule as _cells and a weighted sum, in numpy's one pass (a kernel-mode grid
+        # evaluates curves at a million points)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lx = np.log(np.maximum(np.asarray(x, dtype=np.float64), 0.0))
+        return np.interp(lx, self.log_points, self.values)
 
 
 def interpolate(grid: Grid, coords: dict[str, ArrayLike]) -> Interpolated:

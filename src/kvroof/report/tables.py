@@ -10,27 +10,28 @@ from kvroof.analysis.paper import (
     BINARY_MEGA,
     MEASURED,
     MEASURED_BANDWIDTH,
+    PAPER_ACCELERATORS,
     PAPER_COMPUTE,
-    PAPER_KAPPA_CRIT,
     PAPER_LINK_BANDWIDTH,
+    PAPER_LINKS,
     PAPER_MODELS,
     kappa_hw_table,
     kappa_m_table,
+    paper_input_kappa,
+    paper_kappa_at,
+    printed_for,
 )
 from kvroof.analysis.waterfall import kappa_waterfall, waterfall_sentence
 from kvroof.analysis.what_if import standard_what_ifs, what_if_table
 from kvroof.cost.deployment import Deployment, deployment
-from kvroof.cost.kappa import kappa_crit, kappa_paper, kappa_paper_for
+from kvroof.cost.kappa import kappa_crit, kappa_paper_for
 from kvroof.cost.kv import kv_bytes_per_token
 from kvroof.cost.memory_fit import fit_problem
 from kvroof.report.config import ReportConfig
 from kvroof.specs.registry import Registry
 
 __all__ = ["Table", "build_tables", "kappa_cell", "paper_input_kappa"]
-
-# The paper's platforms by registry accelerator name and link generation.
-_PAPER_GPU = {"a100-sxm": "a100", "h100-sxm": "h100", "b200": "b200"}
-_PAPER_LINK = {"pcie-gen4-x16": "pcie4", "pcie-gen5-x16": "pcie5"}
+# paper_input_kappa: kvroof.analysis.paper's, re-exported under its old path
 
 
 @dataclass(frozen=True)
@@ -93,21 +94,6 @@ def _paper_factor_tables(reg: Registry) -> list[Table]:
     ]
 
 
-def paper_input_kappa(reg: Registry, model_name: str, accelerator: str,
-                      link_name: str) -> float | None:
-    """Paper-mode kappa_crit from the paper's own inputs (its C and BW for its GPUs and
-    links, N_active as published, exact bf16 B_kv); None for hardware the paper does not
-    cover."""
-    gpu = _PAPER_GPU.get(accelerator)
-    link = _PAPER_LINK.get(link_name)
-    if gpu is None or link is None:
-        return None
-    model = reg.model(model_name)
-    active = model.published.active if model.published else 0.0
-    return float(kappa_paper(active, kv_bytes_per_token(model), PAPER_LINK_BANDWIDTH[link],
-                             PAPER_COMPUTE[gpu]).kappa_crit)
-
-
 def _paper_grid(reg: Registry, config: ReportConfig) -> Table:
     rows = []
     for name in config.paper_models:
@@ -118,8 +104,7 @@ def _paper_grid(reg: Registry, config: ReportConfig) -> Table:
             if value is None:
                 cells.append("-")
                 continue
-            gpu, link = _PAPER_GPU[pair.accelerator], _PAPER_LINK[pair.link]
-            printed = PAPER_KAPPA_CRIT.get((name, f"{gpu}-{link}"))
+            printed = printed_for(name, pair.accelerator, pair.link)
             cells.append(_num(value) + (f" (printed {printed:g})" if printed else ""))
         rows.append(cells)
     header = ["model"] + [f"{p.accelerator} + {p.link}" for p in config.hardware]
@@ -152,8 +137,8 @@ def _full_grid(reg: Registry, config: ReportConfig) -> Table:
         if problem:
             notes.append(f"{where}: {problem}.")
             continue
-        gpu = _PAPER_GPU.get(reference.accelerator, "h100")
-        link = _PAPER_LINK.get(reference.link, "pcie5")
+        gpu = PAPER_ACCELERATORS.get(reference.accelerator, "h100")
+        link = PAPER_LINKS.get(reference.link, "pcie5")
         steps = kappa_waterfall(dep, config.new_tokens, PAPER_COMPUTE[gpu],
                                 PAPER_LINK_BANDWIDTH[link], config.token_budget)
         notes.append(f"{where}: {waterfall_sentence(steps)}.")
@@ -180,10 +165,8 @@ def _measured(reg: Registry, config: ReportConfig) -> Table:
     tokens = (64.0, 512.0, 2048.0)
     for name, measured in MEASURED.items():
         model = reg.model(name)
-        active = model.published.active if model.published else 0.0
-        b_kv = kv_bytes_per_token(model)
-        paper_sparse = float(kappa_paper(active, b_kv, MEASURED_BANDWIDTH,
-                                         PAPER_COMPUTE["h100"]).kappa_crit)
+        paper_sparse = float(paper_kappa_at(model, PAPER_COMPUTE["h100"],
+                                            MEASURED_BANDWIDTH).kappa_crit)
         testbed = deployment(model, system=config.testbed, registry=reg,
                              bandwidth_source="sustained", tp=config.tp)
         paper_dense = float(kappa_paper_for(testbed).kappa_crit)
