@@ -60,7 +60,8 @@ class OpTime:
 class KernelBreakdown(ComputeBreakdown):
     """Kernel-mode compute: ``total`` is the sum of the ops' times (``ops``); ``flop_time`` the
     ops whose roofline is set by FLOPs, ``hbm_time`` those set by bytes (element-wise kernels
-    included), ``comm_time`` the all-reduces; ``hbm_bytes`` and ``weight_bytes`` are the
+    included; ``limit``, inherited, says which of the two takes more), ``comm_time`` the
+    all-reduces; ``hbm_bytes`` and ``weight_bytes`` are the
     roofline's counts, for reference."""
 
     ops: tuple[OpTime, ...] = ()
@@ -70,12 +71,6 @@ class KernelBreakdown(ComputeBreakdown):
     def total(self) -> Any:
         """The sum of every op's time."""
         return self.kernel_total
-
-    @property
-    def limit(self) -> Any:
-        """``"flops"`` where FLOP-bound ops take more of the time, else ``"hbm"``."""
-        limit = np.where(np.asarray(self.hbm_time) > np.asarray(self.flop_time), "hbm", "flops")
-        return str(limit) if limit.ndim == 0 else limit
 
     @property
     def compute_model(self) -> str:
