@@ -67,6 +67,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from kvroof.cost.affine_crossover import crossover_of_pieces, last_compute_bound, max_of
+from kvroof.cost.bisection import bisect_rise
 from kvroof.cost.caller_warnings import warn_caller
 from kvroof.cost.checks import FloatArray, scalar_or_array, token_value
 from kvroof.cost.compute import compute_time, iteration_tokens_for
@@ -197,13 +198,7 @@ def _scan(dep: Deployment, t: FloatArray, top: FloatArray, points: int = 96) -> 
     full = np.broadcast_to(scale, shape)
     lo = fractions[last_below] * full
     hi = fractions[index] * full
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        above = _difference(dep, t, mid) >= 0
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid)
-        if np.all(hi - lo <= 1e-12 * np.maximum(hi, 1.0)):
-            break
+    hi = bisect_rise(lambda k: _difference(dep, t, k), lo, hi, 1e-12)
     result: FloatArray = np.where(last_below == fractions.size - 1, full, hi)
     return np.where((last_below == 0) & (diff[1] >= 0), 0.0, result)
 

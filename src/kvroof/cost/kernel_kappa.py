@@ -28,6 +28,7 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from kvroof.cost.bisection import bisect_rise
 from kvroof.cost.compute import iteration_tokens_for
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kappa_result import KappaResult
@@ -114,12 +115,6 @@ def _scan(dep: Deployment, t: FloatArray, far: float, shape: tuple[int, ...]) ->
     lo = grid[last]
     hi = grid[last + 1]
     at_zero = (last == 0) & (diff[1] >= 0)
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        above = kernel_difference(dep, t, mid) >= 0
-        hi = np.where(above, mid, hi)
-        lo = np.where(above, lo, mid)
-        if np.all(hi - lo <= 1e-10 * np.maximum(hi, 1.0)):
-            break
+    hi = bisect_rise(lambda k: kernel_difference(dep, t, k), lo, hi, 1e-10)
     result: FloatArray = np.where(at_zero, 0.0, hi)
     return result
