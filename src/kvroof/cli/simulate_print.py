@@ -84,7 +84,7 @@ def print_results(trace: Any, results: list[SimResult]) -> None:
     notes = sorted({note for r in results for note in r.notes})
     for note in notes:
         print(f"note: {note}")
-    from kvroof.plot.simulate import saturation  # no matplotlib: kvroof.plot loads lazily
+    from kvroof.simulate.steady_state import saturation
 
     for index, result in enumerate(results):
         found = saturation(result)

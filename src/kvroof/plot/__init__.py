@@ -2,9 +2,8 @@
 deployments and options and returns a :class:`matplotlib.figure.Figure`; nothing here computes
 a number that the cost model does not already provide.
 
-The names below are imported on first use, so that a module of this package that needs no
-matplotlib (:func:`kvroof.plot.simulate.saturation`, which ``kvroof simulate`` prints) loads
-without it."""
+The names below are imported on first use: importing one figure module loads only what that
+figure needs."""
 
 from __future__ import annotations
 

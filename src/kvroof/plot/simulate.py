@@ -4,9 +4,8 @@ figure).
 
 Each figure says on itself when curves coincide (they are then drawn in stripes of decreasing
 width, so that each stays visible) and warns when the offered rate exceeds the rate served
-(:func:`saturation`: the queue grows while requests arrive, so the run has no steady state).
-:func:`saturation` and :func:`coinciding` need no matplotlib: ``kvroof simulate`` prints the
-same warning."""
+(:func:`kvroof.simulate.steady_state.saturation`, re-exported here: the queue grows while
+requests arrive, so the run has no steady state; ``kvroof simulate`` prints the same warning)."""
 
 from __future__ import annotations
 
@@ -16,6 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvroof.plot.style import (
+    axes_notes,
+    color,
+    legend_below,
+    log_axis,
+    new_figure,
+    source_line,
+    style,
+)
 from kvroof.plot.timeline import idle_power, timeline_figure
 from kvroof.simulate.steady_state import (
     SATURATION_GROWTH,
@@ -100,16 +108,6 @@ def ttft_cdf_figure(results: Mapping[str, SimResult], note: str = "") -> Figure:
     p50 and p99 in the legend (below the axes). A note above the axes names the results whose
     TTFT distributions coincide (every percentile within 2%; ``gid``
     ``"note:coincide"``) and warns of each saturated run (``gid`` ``"note:saturated"``)."""
-    from kvroof.plot.style import (
-        axes_notes,
-        color,
-        legend_below,
-        log_axis,
-        new_figure,
-        source_line,
-        style,
-    )
-
     percentiles = np.linspace(1, 99, 99)
     quantiles = {label: (np.percentile(r.requests["ttft"][np.isfinite(r.requests["ttft"])],
                                        percentiles)
@@ -157,16 +155,6 @@ def latency_vs_rps_figure(rows: Sequence[Mapping[str, Any]], group: Sequence[str
     legend, below the axes, lists each once). Groups whose curves agree within 2% at every rate
     are named in a note above the axes and drawn as stripes."""
     from matplotlib.lines import Line2D
-
-    from kvroof.plot.style import (
-        axes_notes,
-        color,
-        legend_below,
-        log_axis,
-        new_figure,
-        source_line,
-        style,
-    )
 
     curves: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for row in rows:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kvroof.plot.style import axes_notes, color, new_figure, source_line, style
 from kvroof.simulate.steady_state import saturation_notes
 
 if TYPE_CHECKING:
@@ -108,7 +109,6 @@ def timeline_figure(result: SimResult | Mapping[str, SimResult], bins: int = 200
     The power axis starts at 0 W, with the GPUs' idle power as a baseline (``gid``
     ``"power:idle"``; ``idle_power_w``, else :func:`idle_power`). Legends sit to the right of
     the panels; a note above warns of a saturated run (:func:`saturation`)."""
-    from kvroof.plot.style import axes_notes, color, new_figure, source_line, style
 
     runs: dict[str, SimResult] = (dict(result) if isinstance(result, Mapping)
                                   else {"": result})
