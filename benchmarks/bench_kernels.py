@@ -15,21 +15,12 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Callable
 
 import numpy as np
+from bench_grid import best_of  # benchmarks/ is on the path when run as a script
 
 import kvroof
 from kvroof.cost.deployment import Deployment
-
-
-def best_of(repeats: int, work: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def report(name: str, dep: Deployment, repeats: int) -> list[str]:
