@@ -1,15 +1,8 @@
 """Compute time (the GPU's own roofline), and time to first token (prefill only) with and
 without overlap.
 
-- compute (per GPU) = ``max(FLOP time, HBM time) + all-reduce time``:
-  - FLOP time = prefill FLOPs / (TP x peak x compute efficiency at T);
-  - HBM time = bytes one rank reads / (HBM bandwidth x HBM efficiency), the bytes being the
-    request's share ``T / N`` of the weights an iteration of ``N`` tokens reads
-    (:func:`kvroof.cost.weights.weights_read_per_rank`; ``N = iteration_tokens``, by default
-    ``T``: the request alone) plus the KV of the ``K + T`` positions its attention reads
-    (:func:`kvroof.cost.transfer.kv_bytes_per_rank`);
-  - all-reduce: two per layer for TP > 1 (:func:`kvroof.cost.collectives.allreduce_time`), the
-    per-collective latency shared ``T / N`` like the weights.
+- compute (per GPU): :func:`kvroof.cost.compute.compute_time` (its module says the formula:
+  ``max(FLOP time, HBM time) + all-reduce time``).
 - transfer: :func:`kvroof.cost.transfer.transfer_time`.
 - overlap ``serial`` (the paper's Eq. 5): ``t_x + t_c``; ``ideal``: ``max(t_x, t_c)``;
   ``layerwise`` (load layer ``i+1`` while computing layer ``i``), with ``x = t_x/L`` and
