@@ -90,18 +90,20 @@ def _full(tables: dict[str, Table]) -> str | None:
     return text + "."
 
 
+def _finite_cells(table: Table, prefix: str) -> list[float]:
+    """The finite numbers of every column whose header starts with ``prefix``."""
+    return [v for row in table.rows for h, c in zip(table.header, row, strict=False)
+            if h.startswith(prefix) and (v := cell_number(c)) is not None and math.isfinite(v)]
+
+
 def _measured(tables: dict[str, Table]) -> str | None:
     table = tables.get("measured")
     if table is None or "measured" not in table.header:
         return None
     column = table.header.index("measured")
     measured = [v for row in table.rows if (v := cell_number(row[column])) is not None]
-    alone = [v for row in table.rows for h, c in zip(table.header, row, strict=False)
-             if h.startswith("full alone") and (v := cell_number(c)) is not None
-             and math.isfinite(v)]
-    busy = [v for row in table.rows for h, c in zip(table.header, row, strict=False)
-            if h.startswith("full in") and (v := cell_number(c)) is not None
-            and math.isfinite(v)]
+    alone = _finite_cells(table, "full alone")
+    busy = _finite_cells(table, "full in")
     if not measured or not alone:
         return None
     text = (f"The paper measured κ_crit {_range(measured)} on its testbed; kvroof predicts "
