@@ -80,6 +80,10 @@ def _same_summary(key: str, a: Any, b: Any) -> None:
         assert a.keys() == b.keys(), key
         for sub in a:
             _same_summary(f"{key}.{sub}", a[sub], b[sub])
+    elif isinstance(a, list):  # per-replica (and per-stage) entries
+        assert len(a) == len(b), key
+        for index, (one, other) in enumerate(zip(a, b, strict=True)):
+            _same_summary(f"{key}[{index}]", one, other)
     elif isinstance(a, int) and not isinstance(a, bool):
         assert a == b, key
     else:
@@ -131,14 +135,20 @@ def test_least_loaded_sees_a_finish_inside_a_run() -> None:
     iteration (request 0 finishes in it: replica 0 holds nothing) and routes request 1 to
     replica 0. Fast-forwarding used to apply the run only at its end (0.4924 s), so replica 0
     still counted request 0 and request 1 went to replica 1, with another TTFT and finish; a
-    run is now applied when its last iteration starts."""
-    trace = prepare_trace(table_trace([27, 45, 27], [0] * 3, [19, 31, 14],
-                                      [0.475, 0.963, 0.99]), time_scale=2.0)
+    run is now applied when its last iteration starts.
+
+    Least-loaded ties go to the replica chosen least recently (issue 21), no longer to the
+    lowest index, so a one-token request (X, at 0.25 s, done within milliseconds) goes first to
+    replica 1 (replica 0 is busy with request 0): at request 1's arrival both replicas are idle
+    and replica 0, chosen before X's replica 1, is the least recent, the choice the old test
+    made by index. Request 2 (0.495 s) finds replica 0 busy with request 1: replica 1."""
+    trace = prepare_trace(table_trace([27, 1, 45, 27], [0] * 4, [19, 1, 31, 14],
+                                      [0.475, 0.5, 0.963, 0.99]), time_scale=2.0)
     sim = SimSettings(router="least-loaded", max_num_batched_tokens=16, max_num_seqs=1)
     fast, slow = _both(trace, [paper_testbed()] * 2, sim)
     assert fast.summary["fast_forward_runs"] > 0
-    assert slow.requests["replica"].tolist() == [0, 0, 1]
-    assert fast.requests["replica"].tolist() == [0, 0, 1]
+    assert slow.requests["replica"].tolist() == [0, 1, 0, 1]
+    assert fast.requests["replica"].tolist() == [0, 1, 0, 1]
     assert_same(fast, slow)
 
 

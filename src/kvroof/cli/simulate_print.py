@@ -1,7 +1,8 @@
 """What ``kvroof simulate`` prints: one run's summary as labelled lines (latency percentiles,
 throughput, tokens per iteration, what limited the batches, where prompt tokens came from, link
-use, power, energy, preemptions: :func:`kvroof.simulate.result_frames.summary_lines`, which
-the result's HTML repr shows too), or the runs of ``--compare`` side by side in one table.
+use, power, energy, preemptions, routing: :func:`kvroof.simulate.result_frames.summary_lines`,
+which the result's HTML repr shows too) and a table of the replicas' requests and hit rates, or
+the runs of ``--compare`` side by side in one table.
 Durations and counts are written for people (:func:`kvroof.display.duration`: "16.7 h";
 :func:`kvroof.display.count`: "13,530")."""
 
@@ -16,7 +17,7 @@ from kvroof.display import count, duration
 if TYPE_CHECKING:
     from kvroof.simulate.metrics import SimResult
 
-__all__ = ["print_results"]
+__all__ = ["print_results", "print_stages"]
 
 
 def _seconds(value: float) -> str:
@@ -55,7 +56,27 @@ def _compact(result: SimResult) -> list[tuple[str, str]]:
         ("power per GPU, mean", f"{s['power_mean_w']:.0f} W"),
         ("energy per output token", f"{s['energy_per_output_token_j']:.3g} J"),
         ("preemptions", count(s["preemptions"])),
+        ("busiest replica's share", _share(s.get("replica_share_max", math.nan))),
     ]
+
+
+REPLICA_TABLE_MAX = 32
+"""The most replicas printed one row each; beyond, the ``routing`` line's busiest and idlest
+replica stand for them (``--json`` and ``summary.json`` list every one)."""
+
+
+def _print_replicas(result: SimResult) -> None:
+    """Per-replica requests and hit rates, for two replicas up to :data:`REPLICA_TABLE_MAX`."""
+    from kvroof.simulate.result_frames import REPLICA_HEADER, replica_rows
+
+    rows = replica_rows(result)
+    if 2 <= len(rows) <= REPLICA_TABLE_MAX:
+        header = list(REPLICA_HEADER)
+        if len(set(result.replicas)) == 1:  # one kind of replica: the head says which
+            rows = [row[:1] + row[2:] for row in rows]
+            header = header[:1] + header[2:]
+        print()
+        print_table(rows, header=header)
 
 
 def print_results(trace: Any, results: list[SimResult]) -> None:
@@ -72,6 +93,7 @@ def print_results(trace: Any, results: list[SimResult]) -> None:
         width = max(len(k) for k, _ in rows) + 2
         for key, value in rows:
             print(f"{key.ljust(width)}{value}")
+        _print_replicas(first)
     else:
         for key, value in head:
             print(f"{key}: {value}")
@@ -91,3 +113,29 @@ def print_results(trace: Any, results: list[SimResult]) -> None:
         if found is not None:
             which = f" [{index}] {result.label}" if len(results) > 1 else ""
             print(f"warning: no steady state{which}: {found.message()}")
+
+
+STAGE_HEADER = ["stage", "start", "end", "requests", "rate (req/s)", "TTFT mean", "TTFT p90",
+                "TPOT mean", "E2E mean", "E2E p90", "throughput (req/s)", "output tok/s"]
+"""Columns of the per-stage table (``rate``: the achieved rate, first to last arrival)."""
+
+
+def print_stages(results: list[SimResult]) -> None:
+    """Each staged run's per-stage table (``summary["stages"]``); nothing for other runs."""
+    for index, result in enumerate(results):
+        stages = result.summary.get("stages")
+        if not stages:
+            continue
+        rows = [[str(s["stage"]), _seconds(s["start_s"]), _seconds(s["end_s"]),
+                 count(s["requests"]), _rate(s["achieved_rate_rps"]),
+                 _seconds(s["ttft_s"]["mean"]), _seconds(s["ttft_s"]["p90"]),
+                 _seconds(s["tpot_s"]["mean"]), _seconds(s["e2e_s"]["mean"]),
+                 _seconds(s["e2e_s"]["p90"]), _rate(s["throughput_rps"]),
+                 _rate(s["output_tokens_per_s"])] for s in stages]
+        print()
+        print("per stage" + (f" [{index}] {result.label}" if len(results) > 1 else "") + ":")
+        print_table(rows, header=STAGE_HEADER)
+
+
+def _rate(value: float) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.3g}"

@@ -25,19 +25,28 @@ Summary (SI units; latencies in seconds):
   budget, the sequence slots, HBM for a waiting request's KV, the host link under admission
   control);
 - preemptions, requests whose output was cut at the model's context, bad requests skipped, and
-  how much fast-forwarding saved (iterations simulated in closed form).
+  how much fast-forwarding saved (iterations simulated in closed form);
+- routing: each replica's requests and hit rates (``per_replica``), the largest and smallest
+  replica's share of the requests and the imbalance (:func:`replica_figures`).
+
+A staged run (:mod:`kvroof.workload.stages`) adds ``stages``, one summary per stage
+(:func:`stage_summaries`).
 """
 
 from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["ITERATION_COLUMNS", "REQUEST_COLUMNS", "IterationLog", "SimResult", "summarize"]
+if TYPE_CHECKING:
+    from kvroof.workload.stage_clock import StageClock
+
+__all__ = ["ITERATION_COLUMNS", "REQUEST_COLUMNS", "IterationLog", "SimResult", "replica_figures",
+           "stage_summaries", "summarize"]
 
 ITERATION_COLUMNS = ("replica", "start", "duration", "iterations", "prefill_tokens",
                      "decode_tokens", "prefill_chunks", "load_seconds", "busy_seconds",
@@ -109,6 +118,8 @@ class SimResult:
         """The summary flattened to one row (``ttft_p50`` ...), for sweeps."""
         flat: dict[str, Any] = {}
         for key, value in self.summary.items():
+            if isinstance(value, list):  # per-stage and per-replica figures: rows of their own
+                continue
             if isinstance(value, dict):
                 for sub, inner in value.items():
                     flat[f"{key}_{sub}"] = inner
@@ -216,4 +227,72 @@ def summarize(requests: dict[str, NDArray[Any]], iterations: dict[str, NDArray[n
         "stepped_iterations": stepped,
         "fast_forward_runs": int((iters > 1).sum()),
         "fast_forwarded_iterations": int(forwarded),
+        **replica_figures(requests, int(totals["replicas"])),
     }
+
+
+def replica_figures(requests: dict[str, NDArray[Any]], replicas: int) -> dict[str, Any]:
+    """Where the router sent the requests: the largest and smallest replica's share of the
+    requests, the imbalance (the busiest replica's count over the mean count; 1 when even) and
+    ``per_replica``, one entry per replica: its requests, their share, and the shares of its
+    prompt tokens found in HBM, loaded from host DRAM and from the further tier."""
+    where = requests["replica"].astype(np.int64)
+    counts = np.bincount(where, minlength=replicas)[:replicas]
+    total = int(counts.sum())
+    share = counts / total if total else np.full(replicas, np.nan)
+    sources = {key: np.bincount(where, weights=requests[key].astype(np.float64),
+                                minlength=replicas)[:replicas]
+               for key in ("hbm_hit", "host_hit", "tier_hit", "split_recomputed", "computed")}
+    prompt = sum(sources.values())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rates = {key: np.where(prompt > 0, sources[key] / prompt, np.nan)
+                 for key in ("hbm_hit", "host_hit", "tier_hit")}
+    return {
+        "replica_share_max": float(share.max()) if replicas else float("nan"),
+        "replica_share_min": float(share.min()) if replicas else float("nan"),
+        "replica_imbalance": float(counts.max() * replicas / total) if total else float("nan"),
+        "per_replica": [
+            {"replica": i, "requests": int(counts[i]), "share": float(share[i]),
+             "hit_rate_hbm": float(rates["hbm_hit"][i]),
+             "hit_rate_host": float(rates["host_hit"][i]),
+             "hit_rate_tier": float(rates["tier_hit"][i])}
+            for i in range(replicas)],
+    }
+
+
+def stage_summaries(requests: dict[str, NDArray[Any]], clock: StageClock
+                    ) -> list[dict[str, Any]]:
+    """One summary per stage of a staged run, as inference-perf scores a stage
+    (kubernetes-sigs/inference-perf, ``inference_perf/reportgen/base.py`` at commit
+    2ef9ad9032290ffd06f7d59f01444fab380fff0e): TTFT, TPOT and end-to-end latency (mean, p50,
+    p90, p99); throughput in requests and tokens per second of the stage's span (its first
+    arrival to its last finish, inference-perf's ``total_time``); the achieved rate (requests
+    over its first to last arrival, ``send_duration``; NaN for fewer than two arrival times);
+    the stage's start (from ``clock``, the run's :class:`~kvroof.workload.stage_clock.StageClock`)
+    and end (its last finish; its start when none was served)."""
+    plan, starts = clock.plan, clock.starts
+    stage, labels, rates = plan.stage, plan.labels, plan.rates
+    of = stage[requests["request"].astype(np.int64)] if requests["request"].size else \
+        np.zeros(0, dtype=np.int64)
+    out: list[dict[str, Any]] = []
+    for k, (label, rate) in enumerate(zip(labels, rates, strict=True)):
+        mask = of == k
+        arrival, finish = requests["arrival"][mask], requests["finish"][mask]
+        n = int(mask.sum())
+        span = float(finish.max() - arrival.min()) if n else 0.0
+        send = float(arrival.max() - arrival.min()) if n else 0.0
+        tpot = requests["tpot"][mask]
+        start = float(starts[k]) if k < len(starts) else float("nan")
+        per = span if span > 0 else float("nan")
+        out.append({
+            "stage": label, "requested_rate_rps": rate, "start_s": start,
+            "end_s": float(finish.max()) if n else start, "requests": n,
+            "ttft_s": _stats(requests["ttft"][mask]), "tpot_s": _stats(tpot[np.isfinite(tpot)]),
+            "e2e_s": _stats(requests["e2e"][mask]),
+            "throughput_rps": n / per,
+            "input_tokens_per_s": float(requests["input_tokens"][mask].sum()) / per,
+            "output_tokens_per_s": float(requests["output_tokens"][mask].sum()) / per,
+            "achieved_rate_rps": n / send if send > 0 else float("nan"),
+            "send_duration_s": send,
+        })
+    return out

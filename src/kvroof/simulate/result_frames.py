@@ -21,8 +21,9 @@ from numpy.typing import NDArray
 from kvroof.display import count, duration, html_table, require_pandas
 from kvroof.errors import KvroofError, short_repr
 
-__all__ = ["FRAME_KINDS", "ITERATION_NAMES", "REQUEST_NAMES", "frame_columns", "result_frame",
-           "result_html", "result_repr", "summary_lines"]
+__all__ = ["FRAME_KINDS", "ITERATION_NAMES", "REPLICA_HEADER", "REQUEST_NAMES", "frame_columns",
+           "replica_rows", "result_frame", "result_html", "result_repr", "routing_text",
+           "summary_lines"]
 
 FRAME_KINDS = ("requests", "iterations", "summary")
 
@@ -101,11 +102,49 @@ def _replicas(result: Any) -> str:
     return "; ".join(f"{n} x {label}" for label, n in counts.items())
 
 
+def _router(settings: Mapping[str, Any]) -> str:
+    """The router's name, with the scoring router's weights."""
+    router = str(settings.get("router", "-"))
+    weights = settings.get("router_weights")
+    if router == "scoring" and isinstance(weights, Mapping):
+        router += " (" + ", ".join(f"{key.replace('_', '-')} {value:g}"
+                                   for key, value in weights.items()) + ")"
+    return router
+
+
+def routing_text(result: Any) -> str:
+    """The router and how evenly it spread the requests: the busiest and idlest replica's share
+    and the busiest one's count over the mean."""
+    s = result.summary
+    per = s["per_replica"]
+    if not per:
+        return _router(result.settings)
+    busiest = max(per, key=lambda r: r["requests"])
+    idlest = min(per, key=lambda r: r["requests"])
+    return (f"{_router(result.settings)}; requests per replica: max {_share(busiest['share'])} "
+            f"(replica {busiest['replica']}), min {_share(idlest['share'])} (replica "
+            f"{idlest['replica']}), busiest over mean {s['replica_imbalance']:.2f}")
+
+
+def replica_rows(result: Any) -> list[list[str]]:
+    """One row per replica: index, label, requests, their share, and the shares of its prompt
+    tokens from HBM, host DRAM and the further tier."""
+    labels = result.replicas
+    return [[str(r["replica"]), labels[r["replica"]] if r["replica"] < len(labels) else "-",
+             count(r["requests"]), _share(r["share"]), _share(r["hit_rate_hbm"]),
+             _share(r["hit_rate_host"]), _share(r["hit_rate_tier"])]
+            for r in result.summary.get("per_replica", [])]
+
+
+REPLICA_HEADER = ["replica", "", "requests", "share", "HBM hits", "host DRAM hits", "tier hits"]
+"""The header of :func:`replica_rows`."""
+
+
 def summary_lines(result: Any, *, wall: bool = True) -> list[tuple[str, str]]:
     """A result's summary as labelled lines (what ``kvroof simulate`` prints for one run):
     latencies, throughput, tokens per iteration, batch limits, where prompt tokens came from,
-    link and compute use, power, energy, preemptions and the simulated time (with the wall
-    time unless ``wall`` is false)."""
+    link and compute use, power, energy, preemptions, routing and the simulated time (with the
+    wall time unless ``wall`` is false)."""
     s = result.summary
     limits = ", ".join(f"{name} {100 * share:.0f}%" for name, share in
                        s["batch_limit"].items() if share > 0) or "-"
@@ -144,6 +183,8 @@ def summary_lines(result: Any, *, wall: bool = True) -> list[tuple[str, str]]:
                    f"request, {s['energy_per_output_token_j']:.3g} J per output token)"),
         ("preemptions", count(s["preemptions"])),
     ]
+    if len(s.get("per_replica", ())) > 1:
+        rows.append(("routing", routing_text(result)))
     simulated = _seconds(s["makespan_s"])
     if wall and "wall_s" in s:
         simulated += (f" in {_seconds(s['wall_s'])} ({s['simulated_per_wall_second']:,.0f}x "
