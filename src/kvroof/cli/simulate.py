@@ -24,7 +24,7 @@ __all__ = ["register", "run_simulate", "run_sweep_command"]
 SCHEDULERS = ("fifo", "utilization-aware")
 CACHE_POLICIES = ("load", "recompute", "split")
 LOAD_MODES = ("sync", "async", "layerwise")
-ROUTERS = ("round-robin", "least-loaded", "prefix-affinity", "kappa")
+ROUTERS = ("round-robin", "least-loaded", "prefix-affinity", "kappa", "scoring")
 _FORMATS = ("sharegpt", "docqa", "mooncake", "table")
 
 
@@ -60,6 +60,20 @@ def register(commands: Any) -> None:
                                "previous one finishes")
     arrivals.add_argument("--think-time", default=None, metavar="TIME",
                           help="closed loop: pause between a user's requests (default 0 s)")
+    arrivals.add_argument("--stages", metavar="RATExSECONDS,...",
+                          help="a staged run as inference-perf runs one, e.g. 5x60,10x60: 5 "
+                               "requests/s for 60 s, then 10 requests/s for 60 s "
+                               "(int(rate x duration) requests each, the trace's in order); "
+                               "each stage starts when the one before has finished")
+    arrivals.add_argument("--stage-arrival", choices=("poisson", "constant"), default=None,
+                          help="arrivals within a stage: inference-perf's poisson or constant "
+                               "timer (default poisson)")
+    arrivals.add_argument("--stage-interval", default=None, metavar="TIME",
+                          help="pause between stages (default 0 s; inference-perf waits its "
+                               "interval, 1 s by default, plus a 1 s lead)")
+    arrivals.add_argument("--drain", action=argparse.BooleanOptionalAction, default=None,
+                          help="--no-drain: start each stage after its duration whether or not "
+                               "the one before has finished (default: drain, as inference-perf)")
     arrivals.add_argument("--output-tokens", metavar="SPEC",
                           help="output lengths instead of the trace's: N, exp:MEAN or "
                                "uniform:LO:HI")
@@ -75,7 +89,8 @@ def register(commands: Any) -> None:
     out.add_argument("--compare", action="append", default=[], metavar="KEY=VALUE[,...]",
                      help="also run these settings on the same arrivals and print them side "
                           "by side, e.g. scheduler=utilization-aware or "
-                          "cache-policy=recompute,load-mode=sync (repeatable)")
+                          "cache-policy=recompute,load-mode=sync, or "
+                          "router=scoring,router-weights=prefix=3/no-hit-lru=2 (repeatable)")
     out.add_argument("--json", action="store_true", help="print JSON")
     out.add_argument("-o", "--output", metavar="DIR",
                      help="write requests.csv, iterations.csv, summary.json and figures here "
@@ -100,7 +115,13 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         help="sync (the batch waits), async (the request waits) or layerwise "
                              "(overlapped with its prefill) (default async)")
     engine.add_argument("--router", choices=ROUTERS, default="round-robin",
-                        help="how requests are spread over replicas (default round-robin)")
+                        help="how requests are spread over replicas (default round-robin; "
+                             "scoring: llm-d's endpoint picker)")
+    engine.add_argument("--router-weights", metavar="KEY=W,...",
+                        help="the scoring router's weights: queue, kv-utilization, prefix, "
+                             "host-prefix, no-hit-lru (default llm-d's tiered-prefix-cache "
+                             "profile: queue=2,kv-utilization=2,prefix=1,host-prefix=1,"
+                             "no-hit-lru=0; keys not given keep theirs)")
     engine.add_argument("--max-num-batched-tokens", type=int, metavar="N",
                         help="token budget per iteration (default: vLLM's for the GPU: 8192 "
                              "from 70 GiB, else 2048)")

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from kvroof.cli.common import print_json, registry_from_args
 from kvroof.cli.deployment_flags import quantity_flag
-from kvroof.cli.simulate_print import print_results
+from kvroof.cli.simulate_print import print_results, print_stages
 from kvroof.cli.simulate_settings import (
     check_arrival_flags,
     compare_variant,
     deployments_from_args,
     named_by_flag,
     settings_from_args,
+    stage_plan_from_args,
 )
 from kvroof.cli.slow_steps import file_label, large_file, many_rows, slow_step
 from kvroof.display import count
@@ -71,6 +72,7 @@ def run_simulate(args: argparse.Namespace) -> None:
 
         check_output_folder(args.output, force=args.force, flag="-o")
     check_arrival_flags(args, variants)
+    stages = stage_plan_from_args(args)
     think = quantity_flag("--think-time", args.think_time, Kind.TIME) or 0.0
     path = args.trace or MOONCAKE_SLICE
     quiet = bool(args.quiet or args.json)
@@ -83,6 +85,13 @@ def run_simulate(args: argparse.Namespace) -> None:
         import numpy as np
 
         trace = trace.take(np.arange(min(args.requests, len(trace))))
+    if stages is not None:
+        from kvroof.workload.stages import staged_trace
+
+        try:
+            trace = staged_trace(trace, stages)
+        except KvroofError as error:
+            raise named_by_flag(error) from None
     try:
         trace = prepare_trace(trace, rps=args.rps, arrival=args.arrival or "poisson",
                               burstiness=1.0 if args.burstiness is None else args.burstiness,
@@ -97,7 +106,8 @@ def run_simulate(args: argparse.Namespace) -> None:
         bar = _ProgressBar(label, quiet)
         try:
             result = simulate(trace, deps, variant, users=args.users, think_time=think,
-                              skip_bad=args.skip_bad, registry=registry, progress=bar)
+                              skip_bad=args.skip_bad, registry=registry, progress=bar,
+                              stages=stages)
         except KvroofError as error:
             raise named_by_flag(error) from None
         bar.done()
@@ -111,6 +121,7 @@ def run_simulate(args: argparse.Namespace) -> None:
         print_json(payload[0] if len(payload) == 1 else payload)
         return
     print_results(trace, results)
+    print_stages(results)
     if args.output is not None:
         print(f"wrote {args.output}")
 

@@ -11,7 +11,8 @@ Modules, one concept each: :mod:`.records` (the columnar :class:`Workload`), :mo
 and the :class:`WorkloadStats` of columns), :mod:`.stats` (:func:`describe`), :mod:`.synth`
 (synthetic workloads from published statistics), :mod:`.trace` (the simulation's
 :class:`~kvroof.workload.trace.RequestTrace` of prefix-block chains) and :mod:`.requests`
-(request traces built from each source).
+(request traces built from each source); :mod:`.arrivals` (arrival times and output lengths),
+:mod:`.stages` and :mod:`.stage_clock` (staged benchmark runs that drain between stages).
 """
 
 from __future__ import annotations
