@@ -41,6 +41,15 @@ def register(commands: Any) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print JSON (SI units; keys in docs/validation.md); with --case, "
                              "that case with each prediction's inputs")
+    parser.add_argument("--quantity", choices=("serving",), default=None,
+                        help="serving: replay the published serving runs (validation/serving/) "
+                             "stage by stage with the simulator and score TTFT, TPOT, E2E and "
+                             "throughput instead of the model-level cases (opt-in: about half a "
+                             "minute at full stage length)")
+    parser.add_argument("--stage-scale", type=float, default=1.0, metavar="X",
+                        help="with --quantity serving: simulate each stage for X times its "
+                             "published duration (default 1; less is faster, and shortens the "
+                             "queues of saturated stages)")
     parser.set_defaults(handler=run_validate)
 
 
@@ -136,10 +145,54 @@ def _case_json(result: Any, case_id: str) -> dict[str, Any]:
     return data
 
 
+def _run_serving(args: argparse.Namespace) -> None:
+    """``--quantity serving``: the serving replays' table per condition and their errors."""
+    from kvroof.errors import KvroofError
+    from kvroof.validation.serving import validate_serving
+    from kvroof.validation.serving_table import FLAGS_TEXT, condition_table, stats_rows
+
+    for flag, given in (("--case", args.case), ("--engine-profiles", args.engine_profiles != "on"),
+                        ("--compute-model", args.compute_model != "roofline"),
+                        ("--ttft-clock", args.ttft_clock != "kernel")):
+        if given:
+            raise KvroofError(f"{flag}: applies to the model-level cases, not to --quantity "
+                              "serving")
+    if not (args.stage_scale > 0 and args.stage_scale != float("inf")):
+        raise KvroofError(f"--stage-scale: expected a positive number, got {args.stage_scale:g}")
+    result = validate_serving(args.cases, registry_from_args(args), scale=args.stage_scale)
+    if args.json:
+        print_json(result.as_dict())
+        return
+    if not result.scores:
+        print("serving: no serving case files (validation/serving/*.yaml) in the folders given")
+        return
+    print(f"serving: {len(result.conditions())} cases from {len(result.files)} sources, "
+          f"{len(result.scores)} stages replayed (stage durations x{result.scale:g}, each "
+          "stage from empty caches and drained; ratio = simulated / measured)")
+    for loaded, condition in result.conditions():
+        print()
+        print(f"{condition.id}: {condition.label} [{condition.rating}] - {loaded.source.url}")
+        header, rows = condition_table(result, condition)
+        print_table(rows, header=header)
+    print(FLAGS_TEXT)
+    print()
+    print("error per case (worst = farthest from 1 either way; MAPE = mean |ratio - 1|):")
+    header, rows = stats_rows(result)
+    print_table(rows, header=header)
+    print("assumptions per case: kvroof validate --quantity serving --json (conditions)")
+
+
 def run_validate(args: argparse.Namespace) -> None:
     from kvroof.validation.predict import as_text
     from kvroof.validation.run import Mode, validate
 
+    if args.quantity == "serving":
+        _run_serving(args)
+        return
+    if args.stage_scale != 1.0:
+        from kvroof.errors import KvroofError
+
+        raise KvroofError("--stage-scale: applies to --quantity serving")
     result = validate(args.cases, registry_from_args(args), compute_model=args.compute_model,
                       ttft_clock=args.ttft_clock)
     if args.case and args.json:
