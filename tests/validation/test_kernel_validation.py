@@ -37,7 +37,9 @@ def test_kernel_mode_predicts_every_model_case() -> None:
         else:
             assert after.after.value is not None and after.after.value > 0
     compute = _stats(kernels, "prefill_compute_time")
-    assert compute.cases == 12  # type: ignore[attr-defined]
+    # 12 before validation/aiconfigurator-silicon.yaml, which adds its 2 aggregated TTFT cases
+    # (its 5 disaggregated TTFT cases are rated C, outside the statistics)
+    assert compute.cases == 14  # type: ignore[attr-defined]
     assert abs(compute.median_ratio - 1) < abs(  # type: ignore[attr-defined]
         _stats(roofline, "prefill_compute_time").median_ratio - 1)  # type: ignore[attr-defined]
 

@@ -9,6 +9,14 @@ free-text ``conditions``), how usable it is (``rating`` A: a single request or m
 with its conditions stated; B: usable with the ``assumptions`` it lists; C: for qualitative checks
 only, never in the statistics) and whether kvroof's copy-size fit uses it (``in_fit``).
 
+``decode_step_time`` is the time of one decode step of a lone request (a TPOT at concurrency 1):
+one new token (``new_tokens: 1``) attending to ``cached_tokens`` of context. ``ttft_clock`` is
+the clock the measurement used (``client``: a benchmark client's TTFT or TPOT, serving stack
+included); when set, the case is predicted on that clock whatever ``--ttft-clock`` says.
+``same_source_as_kernel_tables`` marks a case measured by the same source that the kernel tables
+(:mod:`kvroof.kernels`) were derived from (ai-dynamo/aiconfigurator): on the same GPU and engine
+it is not independent of kernel mode (:func:`kvroof.validation.predict.kernel_tables_overlap`).
+
 Errors are one line naming the file and the field (``cases[3].measured``), like spec errors.
 """
 
@@ -40,6 +48,7 @@ __all__ = [
     "LINK_QUANTITIES",
     "MAX_CASE_FILE_BYTES",
     "QUANTITIES",
+    "SERVING_FOLDER",
     "UNIT_KINDS",
     "Case",
     "CaseFile",
@@ -53,10 +62,10 @@ __all__ = [
 ]
 
 Quantity = Literal["link_bandwidth", "copy_time", "layer_load_time", "prefill_compute_time",
-                   "ttft_with_prefix", "kappa_crit"]
+                   "ttft_with_prefix", "kappa_crit", "decode_step_time"]
 QUANTITIES: Final[tuple[Quantity, ...]] = ("link_bandwidth", "copy_time", "layer_load_time",
                                            "prefill_compute_time", "ttft_with_prefix",
-                                           "kappa_crit")
+                                           "kappa_crit", "decode_step_time")
 LINK_QUANTITIES: Final = frozenset({"link_bandwidth", "copy_time", "layer_load_time"})
 """Quantities of the host link alone (no model): copies of ``copy_size`` bytes."""
 UNIT_KINDS: Final[dict[str, Kind | None]] = {
@@ -66,6 +75,7 @@ UNIT_KINDS: Final[dict[str, Kind | None]] = {
     "prefill_compute_time": Kind.TIME,
     "ttft_with_prefix": Kind.TIME,
     "kappa_crit": None,
+    "decode_step_time": Kind.TIME,
 }
 _ID = r"^[a-z0-9][a-z0-9._-]*$"
 _Dtype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4", "nvfp4"]
@@ -126,6 +136,8 @@ class Case(SpecModel):
     direction: Literal["h2d", "d2h", "both"] = "h2d"
     conditions: str = ""
     in_fit: bool = False
+    ttft_clock: Literal["kernel", "client"] | None = None
+    same_source_as_kernel_tables: bool = False
     excluded: str = ""
     assumptions: tuple[str, ...] = ()
     notes: str = ""
@@ -176,6 +188,9 @@ class Case(SpecModel):
                 raise ValueError("give a system or an accelerator (one of them)")
         if self.quantity == "ttft_with_prefix" and not self.cached_tokens:
             raise ValueError("cached_tokens: a ttft_with_prefix case needs K > 0")
+        if self.quantity == "decode_step_time" and self.new_tokens != 1:
+            raise ValueError("new_tokens: a decode_step_time case computes one token a step "
+                             "(new_tokens: 1; cached_tokens is the context it attends to)")
         if self.quantity == "prefill_compute_time" and self.cached_tokens:
             raise ValueError("cached_tokens: a prefill_compute_time case has no cached prefix")
         if self.in_fit and not (link_level and self.direction == "h2d"):
@@ -286,9 +301,14 @@ def builtin_validation_dir() -> Path:
     return repository
 
 
+SERVING_FOLDER: Final = "serving"
+"""The sub-folder of a validation folder that holds serving case files (another format:
+:mod:`kvroof.validation.serving_cases`); :func:`load_cases` skips it."""
+
+
 def load_cases(folders: Iterable[str | Path] | None = None) -> list[CaseFile]:
     """Every case file (``*.yaml``) in ``folders`` (default: the built-in cases), sorted by
-    name; case ids must be unique across files."""
+    name, except those in a ``serving`` sub-folder; case ids must be unique across files."""
     chosen = [builtin_validation_dir()] if folders is None else [Path(f) for f in folders]
     files: list[CaseFile] = []
     owner: dict[str, Path] = {}
@@ -297,7 +317,8 @@ def load_cases(folders: Iterable[str | Path] | None = None) -> list[CaseFile]:
             raise SpecError("is a file; give the folder that holds the case files", folder)
         if not folder.is_dir():
             raise SpecError("validation folder does not exist", folder)
-        for path in sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")):
+        for path in sorted(p for p in folder.rglob("*") if p.suffix in (".yaml", ".yml")
+                           and SERVING_FOLDER not in p.relative_to(folder).parts[:-1]):
             loaded = load_case_file(path)
             for index, case in enumerate(loaded.cases):
                 if case.id in owner:

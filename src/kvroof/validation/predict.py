@@ -15,9 +15,12 @@ Link-level cases (``link_bandwidth``, ``copy_time``, ``layer_load_time``) are co
 (``prefill_compute_time`` with ``K = 0``), or :func:`kvroof.cost.kappa.kappa_crit`, with the
 ``compute_model`` asked for (``roofline``, the default, or ``kernels``: op by op from the kernel
 tables, each op's model and source in the parts) and the ``ttft_clock`` (``kernel``, or
-``client``: the engine profile's serving overheads added). :func:`kernel_tables_overlap` says
-whether a case shares its GPU and engine with the kernel tables (then it is not independent of
-them).
+``client``: the engine profile's serving overheads added; a case measured on a stated clock,
+``ttft_clock`` in its file, uses that). ``decode_step_time`` cases are one decode step of a lone
+request (:func:`kvroof.cost.iteration.iteration_cost`, plus the profile's per-iteration time on
+the client clock). :func:`kernel_tables_overlap` says whether a case shares its GPU and engine
+with the kernel tables, and whether it comes from the same source (then it is not independent
+of them).
 """
 
 from __future__ import annotations
@@ -31,9 +34,11 @@ import numpy as np
 
 from kvroof.cost.copy_size import copy_time, engine_link_share
 from kvroof.cost.deployment import Deployment, deployment
+from kvroof.cost.iteration import iteration_cost
 from kvroof.cost.kappa import kappa_crit
 from kvroof.cost.kernel_time import KernelBreakdown
 from kvroof.cost.memory_fit import fit_problem
+from kvroof.cost.serving import serving_terms
 from kvroof.cost.timing import compute_breakdown, reused_tokens, ttft
 from kvroof.cost.transfer import transfer_breakdown
 from kvroof.errors import KvroofError
@@ -214,6 +219,8 @@ def _model_prediction(case: Case, registry: Registry, engine: Engine | None,
     if case.quantity == "kappa_crit":
         value = float(kappa_crit(dep, t).kappa_crit)
         return Prediction(value, "", tuple(inputs))
+    if case.quantity == "decode_step_time":
+        return _decode_prediction(dep, k, inputs)
     result = ttft(dep, t, k)
     run_t, run_k = reused_tokens(dep, t, k)
     compute = compute_breakdown(dep, run_t, run_k)
@@ -251,13 +258,36 @@ def _model_prediction(case: Case, registry: Registry, engine: Engine | None,
     return Prediction(float(result.ttft), "", tuple(inputs), parts)
 
 
+def _decode_prediction(dep: Deployment, context: float, inputs: list[Input]) -> Prediction:
+    """One decode step of a lone request on ``context`` tokens: the iteration's compute
+    (:func:`kvroof.cost.iteration.iteration_cost`, roofline or op by op) plus, on the client
+    clock, the engine profile's per-iteration CPU time."""
+    step = iteration_cost(dep, decode_context=[context])
+    _, _, per_iteration = serving_terms(dep)
+    compute = step.compute
+    origin = ("kernels, op by op: " + ", ".join(
+        f"{kind} {_time(float(value))}" for kind, value in compute.by_kind().items())
+        if isinstance(compute, KernelBreakdown) else
+        f"FLOPs {_time(float(compute.flop_time))}, HBM reads {_time(float(compute.hbm_time))}, "
+        f"all-reduce {_time(float(compute.comm_time))}")
+    parts = (Input("compute", _time(step.time), origin),
+             Input("decode step", _time(step.time + per_iteration),
+                   f"one token on {context:g} tokens of context (kvroof.cost.iteration."
+                   "iteration_cost)" + (f" + iteration overhead {_time(per_iteration)} "
+                                        "(client-side clock)" if dep.ttft_clock == "client"
+                                        else " (kernel time)")))
+    return Prediction(step.time + per_iteration, "", tuple(inputs), parts)
+
+
 def predict_case(case: Case, registry: Registry, *, engine_profiles: bool = True,
                  refit: CopyParams | None = None, origin: str = "case",
                  compute_model: str = "roofline", ttft_clock: str = "kernel") -> Prediction:
     """kvroof's prediction of ``case`` (SI units), with its inputs (module docstring).
     ``origin`` names where the case's own fields come from (its file and index);
-    ``compute_model`` and ``ttft_clock`` are the deployment settings model-level cases use."""
+    ``compute_model`` and ``ttft_clock`` are the deployment settings model-level cases use (a
+    case that names its own ``ttft_clock``, the clock it was measured on, uses that one)."""
     inputs = _case_inputs(case, origin)
+    ttft_clock = case.ttft_clock or ttft_clock
     engine = engine_for(case, registry, refit) if engine_profiles else None
     refitted = engine_profiles and refit is not None
     if not engine_profiles:
@@ -290,10 +320,15 @@ def kernel_tables_overlap(case: Case, registry: Registry) -> str:
         name = registry.system(case.system).accelerator
     accelerator = registry.accelerator(name or "")
     if not covered(accelerator):
-        return f"independent: no kernel tables for {accelerator.name}"
+        return (f"independent: no kernel tables for {accelerator.name}"
+                + (" (same source as the tables, other GPU)"
+                   if case.same_source_as_kernel_tables else ""))
     table = provenance(accelerator, "gemm")
     engine = f"{table.get('framework', '?')} {table.get('version', '?')}"
     family = registry.engine(case.engine).name.split("-")[0]
     same_engine = str(table.get("framework", "")).lower().startswith(family[:4].lower())
-    return (f"same GPU ({accelerator.name}) {'and engine' if same_engine else 'only'}: tables "
-            f"from {engine}, the case ran {case.engine} {case.engine_version}".rstrip())
+    head = (f"NOT independent: same source as the kernel tables "
+            f"({str(table.get('repository', '?')).removeprefix('https://github.com/')}), "
+            if case.same_source_as_kernel_tables else "")
+    return (f"{head}same GPU ({accelerator.name}) {'and engine' if same_engine else 'only'}: "
+            f"tables from {engine}, the case ran {case.engine} {case.engine_version}".rstrip())
