@@ -42,7 +42,8 @@ def test_the_compute_model_is_named(argv: list[str], expected: str,
 @pytest.mark.parametrize(("argv", "message"), [
     (["--model", "llama-3.1-8b", "--compute-model", "kernels"],
      "--moe-routing: llama-3.1-8b has no MoE layers"),
-    (["--model", "qwen3-30b-a3b"], "--moe-routing: applies to kernel mode"),
+    (["--model", "qwen3-30b-a3b", "--compute-model", "roofline"],
+     "--moe-routing: applies to kernel mode"),
 ])
 def test_a_routing_that_would_do_nothing_is_refused(argv: list[str], message: str,
                                                     capsys: pytest.CaptureFixture[str]) -> None:

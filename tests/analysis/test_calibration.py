@@ -45,10 +45,12 @@ def synthetic_results(folder: Path, noise: float, seed: int = 0,
                       ts: tuple[int, ...] = (16, 64, 256, 512, 1024, 2048, 4096),
                       ks: tuple[int, ...] = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768,
                                              65536)) -> Path:
-    """Rows measured on a 'machine' that behaves exactly like the calibrated cost model."""
+    """Rows measured on a 'machine' that behaves exactly like the calibrated cost model: the
+    whole-model roofline at the calibrated efficiency curve (what calibration fits)."""
     rng = np.random.default_rng(seed)
     truth = SYSTEM.model_copy(update={"calibration": TRUE})
-    dep = stack_deployment(SHAPE, layers, truth, ACCELERATOR, LINK)
+    dep = dataclasses.replace(stack_deployment(SHAPE, layers, truth, ACCELERATOR, LINK),
+                              compute_model="roofline")
     rows = []
     for t in ts:
         for k in ks:

@@ -4,6 +4,8 @@ implementation the package had before them (tests/cost/reference_model.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -19,32 +21,36 @@ FIELDS = ("ttft", "compute", "transfer", "exposed_transfer", "p_oh", "transfer_s
           "flops", "achieved_flops", "compute_utilization")
 
 
+def roofline(model: str, **settings: Any) -> Deployment:
+    """A deployment timed by the whole-model roofline: the reference implementation is the
+    roofline (the paper's formulas), so every deployment compared with it is too."""
+    return deployment(model, registry=REG, compute_model="roofline", **settings)
+
+
 def _calibrated() -> Deployment:
     testbed = REG.system("paper-testbed")
     system = testbed.model_copy(update={"calibration": Calibration(
         compute_efficiency_max=0.6, compute_half_tokens=400, link_bandwidth=15e9,
         link_latency=2e-6, hbm_efficiency=0.7)})
-    return deployment("llama-3.1-70b", system=system, registry=REG, tp=8)
+    return roofline("llama-3.1-70b", system=system, tp=8)
 
 
 DEPLOYMENTS = {
-    "qwen-dgx-h100-tp8": lambda: deployment("qwen3-235b-a22b", system="dgx-h100", registry=REG,
-                                            tp=8),
-    "deepseek-h200-rank0": lambda: deployment("deepseek-v3", system="hgx-h200", registry=REG,
-                                              tp=8, mla_tp_load="rank0-broadcast",
-                                              mla_mode="absorbed"),
-    "deepseek-h200-allgather": lambda: deployment("deepseek-v3", system="hgx-h200", registry=REG,
-                                                  tp=8, mla_tp_load="shard-allgather"),
-    "gpt-oss-window-whole-copies": lambda: deployment(
-        "gpt-oss-120b", accelerator="h100", registry=REG, write_back=False,
+    "qwen-dgx-h100-tp8": lambda: roofline("qwen3-235b-a22b", system="dgx-h100", tp=8),
+    "deepseek-h200-rank0": lambda: roofline("deepseek-v3", system="hgx-h200", tp=8,
+                                            mla_tp_load="rank0-broadcast", mla_mode="absorbed"),
+    "deepseek-h200-allgather": lambda: roofline("deepseek-v3", system="hgx-h200", tp=8,
+                                                mla_tp_load="shard-allgather"),
+    "gpt-oss-window-whole-copies": lambda: roofline(
+        "gpt-oss-120b", accelerator="h100", write_back=False,
         granularity={"block_tokens": None, "layout": "per-layer-kv"}),
-    "llama-busy-c2c-interleaved": lambda: deployment(
-        "llama-3.1-70b", system="dgx-h100", registry=REG, tp=4, iteration_tokens=8192,
+    "llama-busy-c2c-interleaved": lambda: roofline(
+        "llama-3.1-70b", system="dgx-h100", tp=4, iteration_tokens=8192,
         host_memory_locality="interleaved", bandwidth_source="sustained",
         overlap_efficiency=0.7),
     "calibrated": _calibrated,
-    "array-bandwidth": lambda: deployment(
-        "qwen3-235b-a22b", accelerator="h100", registry=REG, tp=8,
+    "array-bandwidth": lambda: roofline(
+        "qwen3-235b-a22b", accelerator="h100", tp=8,
         bandwidth=np.array([15e9, 63e9, 450e9])[:, None, None]),
 }
 

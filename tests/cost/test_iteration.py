@@ -15,6 +15,10 @@ from kvroof.specs.registry import Registry
 
 REG = Registry(use_env=False)
 DEP = deployment("qwen3-235b-a22b", system="dgx-h100", registry=REG, tp=8)
+# the hand derivation of a decode and the simulator's fast path (IterationModel) are the
+# whole-model roofline's formulas, so those tests time compute with the roofline
+ROOFLINE_DEP = deployment("qwen3-235b-a22b", system="dgx-h100", registry=REG, tp=8,
+                          compute_model="roofline")
 
 
 def test_one_prefill_equals_the_request_alone() -> None:
@@ -29,11 +33,11 @@ def test_decode_only_by_hand() -> None:
     logits each); HBM = weights touched by 64 tokens + the KV of each context + its new token,
     a quarter per rank; the iteration is HBM-bound (decode)."""
     contexts = np.linspace(1000, 64000, 64)
-    cost = iteration_cost(DEP, decode_context=contexts)
+    cost = iteration_cost(ROOFLINE_DEP, decode_context=contexts)
     model = REG.model("qwen3-235b-a22b")
     flops = float(np.sum(prefill_flops(model, 1.0, contexts, "absorbed").total))
     kv = float(np.sum((contexts + 1) * 192512 / 4))
-    hbm = (weights_read_per_rank(DEP, 64) + kv) / (3.35e12 * 0.8)
+    hbm = (weights_read_per_rank(ROOFLINE_DEP, 64) + kv) / (3.35e12 * 0.8)
     assert cost.compute.flops == pytest.approx(flops, rel=1e-12)
     assert cost.compute.hbm_time == pytest.approx(hbm, rel=1e-12)
     assert cost.compute.limit == "hbm"
@@ -72,11 +76,12 @@ def test_bad_iterations() -> None:
 
 @pytest.mark.parametrize("model", ["qwen3-235b-a22b", "deepseek-v3", "gpt-oss-120b"])
 def test_iteration_model_equals_iteration_cost(model: str) -> None:
-    """The float twin accumulates the same FLOPs and KV reads and times them the same, on
-    random batches (sliding-window gpt-oss needs the windowed context sum)."""
+    """The float twin accumulates the same FLOPs and KV reads and times them the same (with the
+    roofline, the only compute model it has), on random batches (sliding-window gpt-oss needs
+    the windowed context sum)."""
     from kvroof.cost.iteration import IterationModel
 
-    dep = deployment(model, system="hgx-h200", registry=REG, tp=8)
+    dep = deployment(model, system="hgx-h200", registry=REG, tp=8, compute_model="roofline")
     fast = IterationModel(dep)
     rng = np.random.default_rng(0)
     for _ in range(20):

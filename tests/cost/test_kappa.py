@@ -47,6 +47,12 @@ def h100(model: str, **settings: object) -> Deployment:
     return deployment(model, accelerator="h100", registry=REG, **settings)
 
 
+def h100_roofline(model: str, **settings: object) -> Deployment:
+    """An H100 deployment timed by the whole-model roofline: the closed form, the hand
+    derivations and the inverse solvers' formulas below are the roofline's."""
+    return h100(model, compute_model="roofline", **settings)
+
+
 # -- paper mode: the printed tables ---------------------------------------------------------
 def test_kappa_m_table() -> None:
     """kappa_M = 2 N / B_kv within one unit of the last printed digit, except Llama-405B."""
@@ -119,11 +125,11 @@ def test_paper_mode_for_a_deployment() -> None:
 
 # -- full mode --------------------------------------------------------------------------------
 def _isolated(model: str, **settings: object) -> Deployment:
-    """A deployment with only the load and the two compute roofs: no write-back, TP 1 unless
-    given (no all-reduce), explicit efficiencies."""
+    """A deployment with only the load and the two compute roofs of the whole-model roofline:
+    no write-back, TP 1 unless given (no all-reduce), explicit efficiencies."""
     settings = {"write_back": False, "compute_efficiency": 0.8, "hbm_efficiency": 0.8,
                 **settings}
-    return h100(model, **settings)
+    return h100_roofline(model, **settings)
 
 
 def test_full_mode_by_hand_qwen() -> None:
@@ -159,7 +165,8 @@ def test_full_mode_by_hand_deepseek_both_mla_modes() -> None:
     for mode, per_token in (("expanded", 2 * 512 * 128 * 256 + t * 81920),
                             ("absorbed", t * 278528)):
         dep = deployment("deepseek-v3", accelerator="h200", registry=REG, tp=8, mla_mode=mode,
-                         write_back=False, compute_efficiency=0.8, hbm_efficiency=0.8)
+                         write_back=False, compute_efficiency=0.8, hbm_efficiency=0.8,
+                         compute_model="roofline")
         c_f = compute_breakdown(dep, t, 0).flop_time + comm
         s_f = 61 * per_token / rate
         c_h = compute_breakdown(dep, t, 0).hbm_time + comm
@@ -239,7 +246,7 @@ def test_hbm_roof_off_reproduces_flop_only_kappa() -> None:
                                    "mixtral-8x7b", "kimi-k2"])
 @pytest.mark.parametrize("tp", [1, 8])
 def test_closed_form_equals_root_finding(model: str, tp: int) -> None:
-    dep = h100(model, tp=tp, mla_mode="absorbed")
+    dep = h100_roofline(model, tp=tp, mla_mode="absorbed")
     t = np.array([1.0, 16.0, 128.0, 1000.0, 4096.0])
     closed = kappa_crit(dep, t, "closed-form").kappa_crit
     numeric = kappa_crit(dep, t, "root-finding").kappa_crit
@@ -261,7 +268,7 @@ def test_kappa_against_brute_force(model: str) -> None:
 
 def test_gpt_oss_needs_root_finding() -> None:
     with pytest.raises(KvroofError, match="sliding-window"):
-        kappa_crit(h100("gpt-oss-120b"), 64, "closed-form")
+        kappa_crit(h100_roofline("gpt-oss-120b"), 64, "closed-form")
 
 
 def test_kappa_matches_ttft_bound() -> None:

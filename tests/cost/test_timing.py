@@ -25,6 +25,12 @@ def h100(model: str = QWEN, **settings: object) -> Deployment:
     return deployment(model, accelerator="h100", registry=REG, **settings)
 
 
+def h100_roofline(model: str = QWEN, **settings: object) -> Deployment:
+    """An H100 deployment timed by the whole-model roofline, for the hand derivations of its
+    FLOP, HBM and all-reduce roofs."""
+    return h100(model, compute_model="roofline", **settings)
+
+
 def test_transfer_time_by_hand() -> None:
     """K = 65,536 tokens of Qwen3-235B over PCIe Gen5 (63 GB/s peak), 256-token blocks, one
     copy per layer per block, 2 us per copy, no write-back: 65536 x 192512 B / 63e9 + 94 x 256
@@ -59,7 +65,7 @@ def test_compute_is_the_gpu_roofline_by_hand() -> None:
     touched by 128 tokens; router 94 x 4096 x 128 whole; LM head 151936 x 4096 / 8; norms
     (2 x 94 + 1) x 4096. HBM: 3.35 TB/s x 0.8 (aiconfigurator's empirical factor).
     FLOPs: prefill_flops / (8 x 989.4 TFLOP/s x 794.5/989.4)."""
-    dep = h100(tp=8)
+    dep = h100_roofline(tp=8)
     per_layer = 2 * 4096 * 64 * 128 / 8 + 2 * 4096 * 4 * 128 / 4 + 2 * 128
     touched = 1 - (1 - 8 / 128) ** 128
     params = (94 * per_layer + 94 * 128 * 3 * 4096 * 1536 / 8 * touched + 94 * 4096 * 128
@@ -80,7 +86,7 @@ def test_compute_is_the_gpu_roofline_by_hand() -> None:
 def test_dense_prefill_is_flop_bound_by_hand() -> None:
     """Llama-3.1-70B on H100 SXM, TP 1, T = 4096: 4096 x ~141 GFLOP = 5.8e14 FLOP over
     794.5 TFLOP/s is 0.73 s; reading its 141 GB of weights at 2.68 TB/s takes 53 ms."""
-    dep = h100("llama-3.1-70b")
+    dep = h100_roofline("llama-3.1-70b")
     parts = compute_breakdown(dep, 4096, 0)
     flops = prefill_flops(REG.model("llama-3.1-70b"), 4096, 0).total
     assert parts.flop_time == pytest.approx(flops / 794.5e12, rel=1e-12)
@@ -106,8 +112,9 @@ def test_touched_expert_share_against_random_routing() -> None:
        model=st.sampled_from([QWEN, "deepseek-v3", "llama-3.1-70b", "gpt-oss-120b"]))
 def test_compute_time_at_least_weight_reads(t: int, k: int, tp: int, model: str) -> None:
     """However fast the math, a prefill reads the weights it uses: compute >= weights read per
-    rank / HBM bandwidth (and at N >> T the request's share falls to T/N of them)."""
-    dep = h100(model, tp=tp)
+    rank / HBM bandwidth (and at N >> T the request's share falls to T/N of them); the
+    roofline's achievable HBM bandwidth, so the roofline's compute."""
+    dep = h100_roofline(model, tp=tp)
     floor = weights_read_per_rank(dep, t) / float(dep.effective_hbm_bandwidth)
     assert compute_time(dep, t, k) >= floor * (1 - 1e-12)
     assert weights_read_per_rank(dep, t) <= dep.weight_bytes.total
@@ -119,14 +126,14 @@ def test_tensor_parallel_bytes_per_rank() -> None:
     assert kv_bytes_per_rank(h100(tp=2), 1000) == 192512 * 1000 / 2
     assert kv_bytes_per_rank(h100(tp=8), 1000) == 192512 * 1000 / 4
     assert kv_bytes_per_rank(h100("deepseek-v3", tp=8), 1000) == 70272 * 1000
-    one = compute_breakdown(h100(), 64, 1000).flop_time
-    assert compute_breakdown(h100(tp=8), 64, 1000).flop_time == pytest.approx(one / 8)
+    one = compute_breakdown(h100_roofline(), 64, 1000).flop_time
+    assert compute_breakdown(h100_roofline(tp=8), 64, 1000).flop_time == pytest.approx(one / 8)
 
 
 def test_allreduce_by_hand() -> None:
     """Two all-reduces per layer of T x d x 2 B, each ``latency + 2 (TP-1)/TP x size / busbw``
     with H100's 39 us and 480 GB/s (nccl-tests); off with allreduce=False."""
-    base = h100(tp=8)
+    base = h100_roofline(tp=8)
     each = 39e-6 + 2 * 7 / 8 * 64 * 4096 * 2 / 480e9
     parts = compute_breakdown(base, 64, 100)
     assert parts.comm_time == pytest.approx(2 * 94 * each, rel=1e-9)
@@ -274,8 +281,9 @@ def test_ttft_zero_tokens() -> None:
 
 def test_batch_reads_weights_once() -> None:
     """A batch of (64, 1000) and (128, 5000): FLOPs and KV reads add, the weights are read once
-    for the 192 tokens, loads and saves share the link (no write-back here: loads add up)."""
-    dep = h100(write_back=False)
+    for the 192 tokens, loads and saves share the link (no write-back here: loads add up);
+    the compute is the roofline's."""
+    dep = h100_roofline(write_back=False)
     batch = ttft_batch(dep, [64, 128], [1000, 5000], "ideal")
     x = transfer_time(dep, 1000) + transfer_time(dep, 5000)
     flops = prefill_flops(REG.model(QWEN), 64, 1000).total + prefill_flops(
