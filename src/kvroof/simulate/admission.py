@@ -6,9 +6,12 @@ computes at least the last one. Under the ``split`` cache policy only part of th
 hits is loaded and the rest recomputed (:func:`kvroof.cost.split.balanced_split`). The request
 is admitted when a sequence slot is free and its KV (cached prefix loaded, first chunk) fits in
 HBM; loaded tokens take HBM but no token budget. Under ``async`` loading the load starts
-instead and the request waits in the queue until its KV is in HBM. Which requests are offered,
-in what order, is the scheduler's (:mod:`kvroof.simulate.scheduler`), which also names the
-outcomes (``ADMITTED``, ``LOADING_STARTED``, ``BLOCKED``, ``NO_SEAT``, ``HELD``).
+instead and the request waits in the queue until its KV is in HBM. The full blocks a request
+loads join the HBM prefix cache when they land (:mod:`kvroof.simulate.prefix_blocks`); a request
+whose host hit includes blocks another request's async load is bringing waits for that load
+(``DELAYED``) rather than loading them twice. Which requests are offered, in what order, is the
+scheduler's (:mod:`kvroof.simulate.scheduler`), which also names the outcomes (``ADMITTED``,
+``LOADING_STARTED``, ``BLOCKED``, ``NO_SEAT``, ``HELD``, ``DELAYED``).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kvroof.cost.split import balanced_split
+from kvroof.simulate.prefix_blocks import cache_upto, touched_blocks
 from kvroof.simulate.replica_state import ReplicaState
 from kvroof.simulate.request import LOADING, PREFILL, READY, Request
-from kvroof.simulate.scheduler import ADMITTED, BLOCKED, HELD, LOADING_STARTED, NO_SEAT
+from kvroof.simulate.scheduler import ADMITTED, BLOCKED, DELAYED, HELD, LOADING_STARTED, NO_SEAT
 
 __all__ = ["ReplicaAdmission"]
 
@@ -84,6 +88,8 @@ class ReplicaAdmission(ReplicaState):
     def try_admit(self, request: Request, budget: int, hold: bool) -> tuple[int, int]:
         """Admit ``request`` into the iteration being scheduled, or start its async load:
         (status, budget tokens used); see :mod:`kvroof.simulate.scheduler`."""
+        if request.loading and request.state == READY:
+            self._land(request)  # landed since the step began (the scheduler saw it first)
         if len(self.running) >= self.res.max_seqs:
             return NO_SEAT, 0
         pool = self.pool
@@ -93,6 +99,8 @@ class ReplicaAdmission(ReplicaState):
             if not pool.allocate(n):
                 return BLOCKED, 0
             request.private += n
+            if pool.caching:
+                cache_upto(pool, request, request.prefilled + n)
             self._start(request, n)
             return ADMITTED, n
         if request.preload and self.external:  # the trace says these are in host DRAM
@@ -107,6 +115,15 @@ class ReplicaAdmission(ReplicaState):
             else:
                 tier = loaded - host
         external = host + tier
+        loading: list[int] = []
+        if external and pool.caching:
+            loading = touched_blocks(request, blocks, hbm_tokens + external)
+            if self.in_flight and not self.in_flight.keys().isdisjoint(loading):
+                # another request's load brings some of these blocks: wait for it, as vLLM's
+                # OffloadingConnector does (get_num_new_matched_tokens returns None while a hit
+                # block is in _blocks_being_loaded), and find them in HBM once it lands
+                self._tried.append((request, blocks))
+                return DELAYED, 0
         seconds = self.load_seconds(host, tier) if external else 0.0
         if hold and external and self.now < self.h2d.free_at - self.settings.admission_backlog:
             new = request.prompt - hbm_tokens - external
@@ -127,6 +144,7 @@ class ReplicaAdmission(ReplicaState):
             self._tried.append((request, blocks))
             return BLOCKED, 0
         request.pinned = list(pinned)
+        request.cached = blocks
         request.hbm_blocks = blocks
         request.hbm_hit = hbm_tokens
         request.host_hit = host
@@ -144,11 +162,49 @@ class ReplicaAdmission(ReplicaState):
             request.load_done = self.h2d.reserve(self.now, seconds)
             self.seq += 1
             heapq.heappush(self.loads, (request.load_done, self.seq, request))
+            if loading:
+                request.loading = loading
+                in_flight = self.in_flight
+                for block in loading:
+                    in_flight[block] = in_flight.get(block, 0) + 1
             return LOADING_STARTED, 0
         if external:
             self._load_end = self.h2d.reserve(self._load_end, seconds)
+        if pool.caching:  # loaded blocks (the step waits for them) and the first chunk's
+            cache_upto(pool, request, request.prefilled + n)
         self._start(request, n)
         return ADMITTED, n
+
+    def _land_loads(self) -> None:
+        """Async loads that have landed by :attr:`now`: their requests are ``READY`` and their
+        blocks join the HBM prefix cache (stale entries, of requests that load again, go)."""
+        loads = self.loads
+        now = self.now
+        while loads and loads[0][0] <= now:
+            done, _, request = heapq.heappop(loads)
+            if request.state == LOADING and request.load_done == done:
+                self._land(request)
+
+    def _land(self, request: Request) -> None:
+        """``request``'s async load has landed: it is ``READY`` and the full blocks it loaded
+        are cached in HBM, pinned by it (vLLM caches them once the load finishes:
+        ``Scheduler._update_waiting_for_remote_kv``)."""
+        request.state = READY
+        if request.loading:
+            self._forget_load(request)
+            if self.pool.caching:
+                cache_upto(self.pool, request, request.prefilled)
+
+    def _forget_load(self, request: Request) -> None:
+        """``request``'s blocks are no longer on their way (landed or given up)."""
+        in_flight = self.in_flight
+        for block in request.loading:
+            count = in_flight[block] - 1
+            if count:
+                in_flight[block] = count
+            else:
+                del in_flight[block]
+        request.loading = []
 
     def _touch(self, request: Request, blocks: int, host: int, tier: int) -> None:
         ids = request.block_ids

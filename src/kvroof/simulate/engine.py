@@ -8,20 +8,28 @@ Each iteration (at :attr:`Engine.now`):
    output so far recomputed later; vLLM's recompute preemption) until it does. The last one
    running is not preempted while loaded requests waiting behind it hold KV: the newest of
    them gives it back first (it loads again later; else that request could never finish).
-2. Waiting requests by the scheduler's policy (:mod:`kvroof.simulate.scheduler`), up to
-   ``max_num_seqs`` running and the token budget. A request's cached prefix is looked up in HBM,
-   then host DRAM, then the further tier (:meth:`Engine.lookup`,
-   :mod:`kvroof.simulate.admission`); at most ``prompt - 1`` tokens are taken from caches, as
-   vLLM computes at least the last one. Loaded tokens take HBM but no token budget.
+   Each chunk's full prompt blocks join the HBM prefix cache as it is scheduled
+   (:mod:`kvroof.simulate.prefix_blocks`), so a preempted request keeps them, evictable, and
+   resumes from them as an HBM hit.
+2. Unless step 1 preempted (vLLM v1 admits no waiting request then: ``if not preempted_reqs:`` in
+   vllm/v1/core/sched/scheduler.py, github.com/vllm-project/vllm at commit
+   b4622cf924bc72504aed99e486062d6633fde39e), waiting requests by the scheduler's policy
+   (:mod:`kvroof.simulate.scheduler`), up to ``max_num_seqs`` running and the token budget. A
+   request's cached prefix is looked up in HBM, then host DRAM, then the further tier
+   (:meth:`Engine.lookup`, :mod:`kvroof.simulate.admission`); at most ``prompt - 1`` tokens are
+   taken from caches, as vLLM computes at least the last one. Loaded tokens take HBM but no token
+   budget; their full blocks join the HBM prefix cache when they land (with the step that waits for
+   them, or, for an ``async`` load, at the first step boundary after it), and a request that needs
+   blocks another request's load is bringing waits for that load instead of loading them again.
 3. The iteration's time: the cost model's compute time of its prefill chunks and decodes
    (:class:`kvroof.cost.iteration.IterationModel`), stretched by a power cap, and combined with
    the loads it waits for: ``sync`` adds them (the whole batch stalls), ``layerwise`` overlaps
    them layer by layer (:func:`kvroof.cost.timing.combine_overlap`), ``async`` loads never enter
    an iteration (the request joins once its KV is in HBM); see :mod:`kvroof.simulate.iteration`.
-4. Its effects: prompts that finish prefilling emit their first token, their blocks join the HBM
-   prefix cache, and their new KV is written back to host DRAM on the link's device-to-host
-   direction (after the iteration, not blocking it); decodes that reach their output length
-   finish.
+4. Its effects: prompts that finish prefilling emit their first token; the prompt blocks the
+   iteration completed are stored to host DRAM on the link's device-to-host direction (after the
+   iteration, not blocking it; :mod:`kvroof.simulate.offload_store`); decodes that reach their
+   output length finish.
 
 Between events, an iteration that only decodes repeats with every context one token longer;
 such runs are fast-forwarded in closed form (:mod:`kvroof.simulate.fast_forward`,
@@ -42,9 +50,10 @@ import math
 from kvroof.errors import KvroofError
 from kvroof.simulate.admission import ReplicaAdmission
 from kvroof.simulate.fast_forward import ReplicaFastForward
+from kvroof.simulate.prefix_blocks import cache_upto
 from kvroof.simulate.replica_state import Finish
 from kvroof.simulate.request import LOADING, PREFILL, READY, WAITING, Request
-from kvroof.simulate.scheduler import admit
+from kvroof.simulate.scheduler import LIMITS, admit
 
 __all__ = ["Engine", "Finish"]
 
@@ -81,13 +90,18 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
             self.next_time = math.inf
             return
         self._apply_saves(self.now)
-        decodes, budget = self._schedule_running()
+        if self.loads:
+            self._land_loads()
+        decodes, budget, preempted = self._schedule_running()
         self._load_end = self.now
         if self._tried:
             self._tried.clear()
         seq = self.seq
         evicted = self.host.evicted
-        _, limit = admit(self, budget, self.skip, self.settings.aging_limit)
+        if preempted:  # vLLM v1 admits no waiting request in a step that preempted
+            limit = LIMITS.index("kv")
+        else:
+            _, limit = admit(self, budget, self.skip, self.settings.aging_limit)
         chunks = self._chunks
         if not chunks and decodes == 0:
             self._idle()
@@ -95,7 +109,8 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
         # a run repeats this step's admissions unchanged: not after a utilization-aware step
         # started a load (the link's backlog and the aging credits it changed can change the
         # next step's), nor after one that evicted from host DRAM
-        if (not chunks and self._load_end == self.now and self.settings.fast_forward
+        if (not chunks and not preempted and self._load_end == self.now
+                and self.settings.fast_forward
                 and (self.seq == seq or not self.skip) and self.host.evicted == evicted
                 and self._plan_run(decodes)):
             assert self.pending is not None
@@ -112,7 +127,7 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
                          or loads[0][0] <= self.now):
             done, _, landed = heapq.heappop(loads)
             if landed.state == LOADING and landed.load_done == done:
-                landed.state = READY  # landed, but the queue never reached it
+                self._land(landed)  # landed, but the queue never reached it
         if self.loads:
             wake = self.loads[0][0]
         if self.held_until > self.now:
@@ -135,20 +150,26 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
         request's space (it loads again later). vLLM would wait here forever."""
         for request in reversed(self.waiting):
             if request.state in (READY, LOADING) and request.private > 0:
+                if request.loading:
+                    self._forget_load(request)
                 self.pool.release(request.private)
                 self.pool.unpin(request.pinned)
                 request.private = 0
                 request.pinned = []
+                request.cached = 0
                 request.state = WAITING
                 request.preemptions += 1
                 self.preemptions += 1
                 return True
         return False
 
-    def _schedule_running(self) -> tuple[int, int]:
+    def _schedule_running(self) -> tuple[int, int, bool]:
         """Decode tokens and running prefill chunks, preempting until their KV fits; returns
-        the decodes and the budget left."""
+        the decodes, the budget left and whether anything was preempted. Each chunk's full
+        blocks join the HBM prefix cache as it is scheduled
+        (:mod:`kvroof.simulate.prefix_blocks`)."""
         pool = self.pool
+        preempted = False
         while True:
             decodes = self.decodes
             left = self.res.budget - decodes
@@ -163,13 +184,17 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
                 left -= n
                 need += n
             if pool.allocate(need):
-                for request, n, _, _ in chunks:
+                caching = pool.caching
+                for request, n, done, _ in chunks:
                     request.private += n
+                    if caching:
+                        cache_upto(pool, request, done + n)
                 self._chunks = chunks
-                return decodes, left
+                return decodes, left, preempted
             if not self.running:
                 raise KvroofError(f"replica {self.index}: KV space exhausted with nothing to "
                                   "preempt (internal error)")
+            preempted = True
             if len(self.running) == 1 and self._unstick():
                 continue  # loaded requests would starve the last running one: they load again
             self._preempt(next(reversed(self.running.values())))
@@ -186,6 +211,7 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
         self.pool.unpin(request.pinned)
         request.private = 0
         request.pinned = []
+        request.cached = 0  # its cached blocks stay in the cache, evictable: it resumes from them
         request.prompt = request.input + request.generated
         request.state = WAITING
         request.preemptions += 1

@@ -7,10 +7,10 @@ LRU list and make room, oldest first, when an allocation needs it (vLLM's free-b
 prefix caching). A finished or preempted request unpins its blocks last to first, so its leading
 blocks, the likeliest to be shared, are evicted last.
 
-When a request's prefill completes, its prompt blocks become cached blocks (its private tokens
-for them move to the cache; a block that another request cached meanwhile is shared and the
-private copy freed). vLLM allocates 16-token blocks; this pool counts tokens (the rounding wastes
-at most 15 tokens a request).
+A request's prompt blocks become cached blocks as the chunks that fill them are scheduled
+(:mod:`kvroof.simulate.prefix_blocks`): its private tokens for them move to the cache; a block
+that another request cached meanwhile is shared and the private copy freed. vLLM allocates
+16-token blocks; this pool counts tokens (the rounding wastes at most 15 tokens a request).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class HbmPool:
                 self.evictable += entry[0]
 
     def insert(self, block_ids: list[int], sizes: list[int]) -> tuple[list[int], int]:
-        """Cache a finished prefill's prompt blocks (``sizes`` tokens each), pinned by it:
+        """Cache a request's prompt blocks (``sizes`` tokens each), pinned by it:
         returns the blocks it now pins and the private tokens it gives up for them (tokens of
         blocks another request cached meanwhile are freed, the others move to the cache)."""
         cached = self.cached

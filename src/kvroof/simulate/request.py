@@ -38,12 +38,12 @@ class Request:
     """Mutable per-request state (slots: millions of these must stay small)."""
 
     __slots__ = (
-        "arrival", "block_ends", "block_ids", "computed", "context", "decode_base",
+        "arrival", "block_ends", "block_ids", "cached", "computed", "context", "decode_base",
         "finish_step", "finish_time", "first_token_time", "generated", "hbm_blocks",
         "hbm_hit", "host_hit", "index", "input", "join_step", "load_done", "load_time",
-        "loaded", "output", "passed", "pinned", "preemptions", "prefilled", "preload",
+        "loaded", "loading", "output", "passed", "pinned", "preemptions", "prefilled", "preload",
         "preload_sizes", "private",
-        "prompt", "replica", "saved", "split_recomputed", "state", "tier_hit", "user",
+        "prompt", "replica", "saved", "split_recomputed", "state", "stored", "tier_hit", "user",
     )
 
     def __init__(self, index: int, arrival: float, input_tokens: int, output_tokens: int,
@@ -72,6 +72,9 @@ class Request:
         self.prefilled = 0  # prompt tokens in KV (cached or computed)
         self.private = 0  # HBM tokens held outside shared prefix blocks
         self.pinned: list[int] = []  # HBM prefix blocks this request holds
+        self.cached = 0  # leading prompt blocks it holds in the HBM prefix cache (= len(pinned))
+        self.loading: list[int] = []  # blocks its async load brings (in flight until it lands)
+        self.stored = 0  # leading prompt blocks already offered to the host store
         self.hbm_blocks = 0
         self.load_done = 0.0
         self.load_time = 0.0
@@ -80,6 +83,6 @@ class Request:
         self.finish_step = 0
         self.passed = 0
         self.preemptions = 0
-        self.saved = 0
+        self.saved = 0  # tokens it stored to host DRAM (all admissions)
         self.first_token_time = -1.0
         self.finish_time = -1.0

@@ -5,7 +5,11 @@ as in vLLM) while the iteration has token budget left, asking the replica to adm
 (:meth:`kvroof.simulate.admission.ReplicaAdmission.try_admit`, through the :class:`Admitter`
 protocol): a request is admitted when a sequence slot is free and its KV (cached prefix
 loaded, first chunk) fits in HBM; an async load starts instead when its KV must come from the
-host first (it waits outside the batch, in the queue, and is picked up once loaded).
+host first (it waits outside the batch, in the queue, and is picked up once loaded). A request
+whose blocks another request is loading waits for that load (``DELAYED``) without stopping the
+walk. The engine does not call the policy at all in a step that preempted a running request
+(vLLM v1: ``if not preempted_reqs:`` around the scheduling of waiting requests,
+vllm/v1/core/sched/scheduler.py at commit b4622cf924bc72504aed99e486062d6633fde39e).
 
 - ``fifo`` (vLLM v1's default): stop at the first request that does not fit.
 - ``utilization-aware`` (the seed paper's proposal, made concrete here): skip a request that does
@@ -26,14 +30,18 @@ from typing import Protocol
 
 from kvroof.simulate.request import LOADING, READY, Request
 
-__all__ = ["ADMITTED", "BLOCKED", "HELD", "LOADING_STARTED", "LOOKAHEAD", "NO_SEAT", "Admitter",
-           "admit"]
+__all__ = ["ADMITTED", "BLOCKED", "DELAYED", "HELD", "LOADING_STARTED", "LOOKAHEAD", "NO_SEAT",
+           "Admitter", "admit"]
 
 ADMITTED = 0
 LOADING_STARTED = 1
 BLOCKED = 2
 NO_SEAT = 3
 HELD = 4
+DELAYED = 5
+"""Some of the blocks the request would load are on their way into HBM for another request: it
+waits for that load (and then finds them in HBM) instead of loading them again; the walk goes
+on past it, as vLLM's scheduler skips a request whose connector lookup returns ``None``."""
 
 LOOKAHEAD = 256
 """Waiting requests the utilization-aware scheduler examines per iteration (bounds its cost on
@@ -84,6 +92,9 @@ def admit(engine: Admitter, budget: int, skip: bool, aging_limit: int) -> tuple[
         status, used = engine.try_admit(request, budget, hold=not urgent)
         if status == NO_SEAT:
             return budget, 2
+        if status == DELAYED:
+            i += 1
+            continue
         if status in (BLOCKED, HELD):
             if limit != 3:
                 limit = 3 if status == BLOCKED else 4
