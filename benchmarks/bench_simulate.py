@@ -9,9 +9,12 @@ wall time, as a busy machine stretches the wall time:
 1. the whole trace (12,031 requests, one hour) on 4 replicas of the seed paper's testbed
    (8x H100 SXM, PCIe Gen4, TP 8), default settings: wall time, simulated seconds per wall
    second, peak memory; the goal is at least 200x real time (under 18 s) in under 500 MB;
-2. the same with fast-forwarding off (every decode iteration stepped): what fast-forwarding
+2. the same in kernel mode (``compute_model kernels``: every iteration timed op by op from the
+   kernel tables, decode runs fast-forwarded as arrays over their steps): its cost against the
+   roofline's (the target: within a few times), and with fast-forwarding off;
+3. the same with fast-forwarding off (every decode iteration stepped): what fast-forwarding
    gains;
-3. 1x, 4x and 16x the trace: ``k`` copies of it, each ``k`` times faster (so the copies fill the
+4. 1x, 4x and 16x the trace: ``k`` copies of it, each ``k`` times faster (so the copies fill the
    same hour, back to back), on ``4 k`` replicas (the load per replica stays the same): wall
    time per event (an arrival, a stepped iteration or a fast-forwarded run) should stay flat
    (cost linear in the work); per request it also depends on how the copies' requests share
@@ -41,11 +44,12 @@ import kvroof
 from kvroof.simulate import SimSettings, simulate
 from kvroof.workload.requests import load_requests
 path, model, copies, fast = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+compute_model = sys.argv[5]
 trace = load_requests(path)
 hour = float(trace.arrival_time.max())
 if copies > 1:
     trace = trace.with_arrivals(trace.arrival_time / copies).repeat(copies, hour / copies)
-dep = kvroof.deployment(model, system="paper-testbed", tp=8)
+dep = kvroof.deployment(model, system="paper-testbed", tp=8, compute_model=compute_model)
 loaded = time.perf_counter()
 cpu = time.process_time()
 result = simulate(trace, [dep] * (4 * copies), SimSettings(fast_forward=fast))
@@ -63,9 +67,11 @@ print(json.dumps({
 """
 
 
-def _run(path: Path, model: str, copies: int, fast: bool) -> dict[str, float]:
+def _run(path: Path, model: str, copies: int, fast: bool,
+         compute_model: str = "roofline") -> dict[str, float]:
     out = subprocess.run([sys.executable, "-c", _CHILD, str(path), model, str(copies),
-                          "1" if fast else "0"], check=True, capture_output=True, text=True)
+                          "1" if fast else "0", compute_model], check=True, capture_output=True,
+                         text=True)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -89,7 +95,20 @@ def main() -> None:
     print(f"  {base['iterations']:,} iterations: {base['stepped']:,} stepped, "
           f"{base['forwarded']:,} in {base['runs']:,} fast-forwarded runs; TTFT p50 "
           f"{base['ttft_p50']:.3g} s, p99 {base['ttft_p99']:.3g} s")
+    kernels = _run(args.trace, args.model, 1, True, "kernels")
+    print(f"  kernel mode (compute_model kernels: every iteration op by op from the kernel "
+          f"tables): simulate {kernels['simulate_s']:.2f} s, CPU {kernels['cpu_s']:.2f} s "
+          f"({kernels['cpu_s'] / base['cpu_s']:.1f}x the roofline's CPU time; "
+          f"{kernels['makespan_s'] / kernels['simulate_s']:,.0f}x real time), peak RSS "
+          f"{kernels['peak_rss_mb']:.0f} MB; {kernels['stepped']:,} stepped, "
+          f"{kernels['forwarded']:,} in {kernels['runs']:,} runs; TTFT p50 "
+          f"{kernels['ttft_p50']:.3g} s, p99 {kernels['ttft_p99']:.3g} s")
     if not args.skip_slow:
+        slow_kernels = _run(args.trace, args.model, 1, False, "kernels")
+        ratio = slow_kernels["cpu_s"] / kernels["cpu_s"]
+        print(f"  kernel mode without fast-forwarding: simulate "
+              f"{slow_kernels['simulate_s']:.2f} s, CPU {slow_kernels['cpu_s']:.2f} s "
+              f"({ratio:.1f}x the CPU time); same TTFT p50 {slow_kernels['ttft_p50']:.3g} s")
         slow = _run(args.trace, args.model, 1, False)
         print(f"  without fast-forwarding: simulate {slow['simulate_s']:.2f} s, CPU "
               f"{slow['cpu_s']:.2f} s ({slow['cpu_s'] / base['cpu_s']:.1f}x the CPU time), "

@@ -25,6 +25,7 @@ def test_choices_match_the_library() -> None:
     assert cli_simulate.CACHE_POLICIES == settings.CACHE_POLICIES
     assert cli_simulate.LOAD_MODES == settings.LOAD_MODES
     assert cli_simulate.ROUTERS == settings.ROUTERS
+    assert cli_simulate.OFFLOAD_STORES == settings.OFFLOAD_STORES
 
 
 def test_simulate_default_trace(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,8 @@
-"""Deployment settings the simulator does not model are refused, not ignored: it times
-iterations with the roofline, so kernel mode, its MoE routing and the client clock of TTFT
-gave results identical to the default (a review ran a sweep over the three and got 8 equal
-rows)."""
+"""Deployment settings the simulator does not model are refused, not ignored (a review once ran
+a sweep over kernel mode, its MoE routing and the client clock of TTFT and got 8 equal rows).
+Kernel mode is simulated now (tests/simulate/test_kernel_mode_sim.py), so ``--compute-model
+kernels`` and ``auto`` are accepted; MoE routing on a roofline deployment and the client clock
+without an engine profile are still refused."""
 
 from __future__ import annotations
 
@@ -19,15 +20,19 @@ BASE = ["simulate", "--model", "llama-3.1-8b", "--accelerator", "h100", "--reque
 
 
 @pytest.mark.parametrize(("flags", "named"), [
-    (["--compute-model", "kernels"], "--compute-model: 'kernels'"),
-    (["--compute-model", "auto"], "--compute-model: 'auto'"),  # H100 has tables: kernels
-    (["--ttft-clock", "client"], "--ttft-clock: 'client'"),
+    (["--ttft-clock", "client"], "--ttft-clock: 'client'"),  # no engine profile: no client cost
 ])
 def test_the_cli_refuses_them_naming_the_flag(flags: list[str], named: str,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*BASE, *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"kvroof: error: {named}") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("model", ["kernels", "auto"])  # H100 has tables: auto is kernels
+def test_the_cli_simulates_kernel_mode(model: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*BASE, "--compute-model", model]) == 0
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_the_library_refuses_them() -> None:

@@ -25,6 +25,7 @@ SCHEDULERS = ("fifo", "utilization-aware")
 CACHE_POLICIES = ("load", "recompute", "split")
 LOAD_MODES = ("sync", "async", "layerwise")
 ROUTERS = ("round-robin", "least-loaded", "prefix-affinity", "kappa", "scoring")
+OFFLOAD_STORES = ("as-computed", "none")
 _FORMATS = ("sharegpt", "docqa", "mooncake", "table")
 
 
@@ -132,6 +133,10 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--dram-cache", metavar="BYTES",
                         help='host DRAM for cached KV per replica, e.g. "500 GB" (default: '
                              "the replica's share of the system's host memory)")
+    engine.add_argument("--offload-store", choices=OFFLOAD_STORES,
+                        help="what goes to host DRAM: every computed block as it is computed "
+                             "(as-computed, vLLM's offloading connector) or nothing (none); "
+                             "default: the engine profile's")
     engine.add_argument("--cache-tier", metavar="NAME",
                         help="a system tier below DRAM (e.g. local-nvme on dgx-h100)")
     engine.add_argument("--cache-tier-size", metavar="BYTES",
@@ -153,3 +158,6 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         help='TPOT objective for goodput, e.g. "100 ms"')
     engine.add_argument("--no-fast-forward", action="store_true",
                         help="step every decode iteration (slower; the results are the same)")
+    engine.add_argument("--no-engine-overhead", action="store_true",
+                        help="leave out the engine profile's step and request costs (GPU time "
+                             "only)")

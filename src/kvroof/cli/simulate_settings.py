@@ -19,12 +19,14 @@ if TYPE_CHECKING:
     from kvroof.simulate.settings import SimSettings
 
 __all__ = ["FLAGS", "check_arrival_flags", "compare_variant", "deployments_from_args",
-           "named_by_flag", "settings_from_args"]
+           "named_by_flag", "settings_from_args", "stage_plan_from_args"]
 
 FLAGS = {  # SimSettings field -> flag
     "max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs",
     "scheduler": "--scheduler", "cache_policy": "--cache-policy", "load_mode": "--load-mode",
-    "router": "--router", "dram_cache": "--dram-cache", "tier": "--cache-tier",
+    "router": "--router", "router_weights": "--router-weights", "dram_cache": "--dram-cache",
+    "tier": "--cache-tier",
+    "offload_store": "--offload-store",
     "tier_cache": "--cache-tier-size", "activation_reserve": "--activation-reserve",
     "kv_tokens": "--kv-tokens", "aging_limit": "--aging-limit",
     "admission_backlog": "--admission-backlog", "power_cap": "--power-cap",
@@ -33,6 +35,7 @@ FLAGS = {  # SimSettings field -> flag
     "seed": "--seed", "burstiness (cv)": "--burstiness", "output lengths": "--output-tokens",
     "replicas": "--replicas", "compute_model": "--compute-model",
     "moe_routing": "--moe-routing", "ttft_clock": "--ttft-clock",
+    "stages": "--stages", "stage_interval": "--stage-interval", "stage_arrival": "--stage-arrival",
 }
 _UNITS = {"dram_cache": Kind.CAPACITY, "tier_cache": Kind.CAPACITY,
           "activation_reserve": Kind.CAPACITY, "power_cap": Kind.POWER,
@@ -55,6 +58,7 @@ def named_by_flag(error: KvroofError) -> KvroofError:
 
 def settings_from_args(args: argparse.Namespace) -> SimSettings:
     """The engine settings the flags give."""
+    from kvroof.simulate.router_weights import RouterWeights
     from kvroof.simulate.settings import SimSettings
 
     def size(flag: str, text: str | None) -> float | None:
@@ -65,7 +69,10 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
             max_num_batched_tokens=args.max_num_batched_tokens, max_num_seqs=args.max_num_seqs,
             scheduler=args.scheduler, cache_policy=args.cache_policy, load_mode=args.load_mode,
             router=args.router, prefix_caching=not args.no_prefix_caching,
+            router_weights=RouterWeights.parse(args.router_weights)
+            if args.router_weights is not None else RouterWeights(),
             dram_cache=size("--dram-cache", args.dram_cache), tier=args.cache_tier,
+            offload_store=getattr(args, "offload_store", None),
             tier_cache=size("--cache-tier-size", args.cache_tier_size),
             activation_reserve=size("--activation-reserve", args.activation_reserve) or 0.0,
             kv_tokens=args.kv_tokens,
@@ -76,6 +83,7 @@ def settings_from_args(args: argparse.Namespace) -> SimSettings:
             slo_ttft=quantity_flag("--slo-ttft", args.slo_ttft, Kind.TIME),
             slo_tpot=quantity_flag("--slo-tpot", args.slo_tpot, Kind.TIME),
             fast_forward=not args.no_fast_forward,
+            engine_overhead=not getattr(args, "no_engine_overhead", False),
         )
     except KvroofError as error:
         raise named_by_flag(error) from None
@@ -111,6 +119,13 @@ def compare_variant(base: SimSettings, text: str) -> SimSettings:
                 raise KvroofError(f"--compare {key.strip()}: expected one of "
                                   f"{', '.join(_TRUE + _FALSE)}, got {value!r}")
             parsed = value.lower() in _TRUE
+        elif name == "router_weights":  # KEY=W/KEY=W: commas separate the variant's settings
+            from kvroof.simulate.router_weights import RouterWeights
+
+            try:
+                parsed = RouterWeights.parse(value.replace("/", ","), base.router_weights)
+            except KvroofError as error:
+                raise KvroofError(f"--compare {text}: {error}") from None
         elif name in ("max_num_batched_tokens", "max_num_seqs", "kv_tokens", "aging_limit"):
             try:
                 parsed = int(value)
@@ -184,3 +199,34 @@ def check_arrival_flags(args: argparse.Namespace, variants: list[SimSettings]) -
             message = re.sub(rf"\b{name}\b", "--" + name.replace("_", "-"), message)
         raise KvroofError(message) from None
 
+
+
+_STAGE_FLAGS = ("stage_arrival", "stage_interval", "drain")
+_NOT_WITH_STAGES = ("rps", "arrival", "burstiness", "time_scale", "users", "think_time")
+
+
+def stage_plan_from_args(args: argparse.Namespace) -> Any:
+    """The staged run ``--stages`` gives (a :class:`kvroof.workload.stages.StagePlan`), or
+    ``None``; a stage flag without ``--stages``, or ``--stages`` with another arrival flag, is
+    an error naming both."""
+    if args.stages is None:
+        for name in _STAGE_FLAGS:
+            if getattr(args, name) is not None:
+                flag = "--no-drain" if name == "drain" and not args.drain else \
+                    "--" + name.replace("_", "-")
+                raise KvroofError(f"{flag}: applies to a staged run (--stages)")
+        return None
+    for name in _NOT_WITH_STAGES:
+        if getattr(args, name) is not None:
+            raise KvroofError(f"--stages: a staged run sets its own arrivals; give no "
+                              f"--{name.replace('_', '-')}")
+    from kvroof.workload.stages import check_interval, plan_from_rates
+
+    try:
+        interval = quantity_flag("--stage-interval", args.stage_interval, Kind.TIME)
+        return plan_from_rates(
+            args.stages, arrival=args.stage_arrival or "poisson", seed=args.seed,
+            interval=check_interval(0.0 if interval is None else interval),
+            drain=args.drain is not False)
+    except KvroofError as error:
+        raise named_by_flag(error) from None

@@ -13,7 +13,8 @@ link with :func:`kvroof.cost.transfer.transfer_breakdown`.
 In kernel mode (``compute_model: kernels``) :func:`iteration_cost` times the iteration op by op
 instead (:func:`kvroof.cost.kernel_time.kernel_iteration`: per-token ops on all its tokens, each
 chunk's attention from the tables, decodes' attention at its roofline). :class:`IterationModel`
-(the simulator's fast path) stays the roofline.
+(the simulator's fast path) holds the roofline and the FLOP and KV counts; the simulator times
+kernel-mode iterations with :class:`kvroof.simulate.kernel_steps.KernelSteps`, the same sum.
 """
 
 from __future__ import annotations
@@ -177,6 +178,23 @@ class IterationModel:
         for coefficient, value in zip(per_capped, sums, strict=False):
             kv += coefficient * float(value)
         return flops, float(kv)
+
+    def decode_flops(self, count: int, contexts: Any, steps: int) -> Any:
+        """FLOPs of ``count`` decodes on ``contexts`` cached tokens each (a sequence) at each of
+        ``steps`` steps, every context one token longer a step: :meth:`decode_batch`'s FLOPs
+        as an array over the steps."""
+        k = np.asarray(contexts, dtype=np.float64)
+        s = np.arange(steps, dtype=np.float64)
+        sums: list[Any] = []
+        block = max(1, (1 << 20) // max(1, k.size))
+        for rule, span in self.caps:
+            value = np.empty(steps)
+            for first in range(0, steps, block):
+                grid = k[None, :] + s[first:first + block, None]
+                value[first:first + block] = capped_positions(rule, span, grid).sum(axis=1)
+            sums.append(value)
+        return np.asarray(decode_flops_sum(self._decode, float(count), float(k.sum()) + count * s,
+                                           tuple(sums) if sums else 0.0), dtype=np.float64)
 
     def breakdown(self, tokens: float, flops: float, kv_bytes: float) -> tuple[float, float, float]:
         """(FLOP seconds, HBM seconds, all-reduce seconds) of an iteration of ``tokens`` tokens."""

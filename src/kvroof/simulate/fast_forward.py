@@ -1,9 +1,13 @@
 """Fast-forwarding: a run of identical decode iterations summed in closed form, exactly.
 
 Between events, an iteration that only decodes repeats with every context one token longer;
-such runs are planned as a :class:`kvroof.simulate.decode_run.DecodeRun` (step times as affine
-lines, :mod:`kvroof.simulate.affine`). Where a capped decode rule (a sliding window below its
-span, a chunk) makes a step's cost non-affine, the replica steps instead.
+such runs are planned as a :class:`kvroof.simulate.decode_run.DecodeRun`: by the roofline, step
+times as affine lines (:mod:`kvroof.simulate.affine`; where a capped decode rule, a sliding
+window below its span or a chunk, makes a step's cost non-affine, the replica steps instead);
+in kernel mode, every step's time computed at once as arrays over the run's steps
+(:meth:`kvroof.simulate.kernel_steps.KernelSteps.run`: each step's contexts, its time, their
+running sum), whatever the rules. An engine's step cost (``iteration_overhead``) is in every
+step either way.
 
 A run makes the decisions stepping would make, iteration by iteration (docs/simulate.md,
 "Speed"); what it must respect:
@@ -18,18 +22,20 @@ A run makes the decisions stepping would make, iteration by iteration (docs/simu
   finish, the next time HBM runs out, a load landing, a held request's release, a write-back
   landing while requests wait with sequence slots free, and the first step whose KV would
   evict a cached block a waiting request found (:meth:`ReplicaFastForward._steps_keeping`); and
-  the engine plans none after an iteration that evicted from host DRAM, or a
-  utilization-aware one that started a load (the link backlog and aging credits it changed can
-  change the next offer).
+  the engine plans none after an iteration that evicted from host DRAM, one that preempted (it
+  offered nothing; the next step offers again), or a utilization-aware one that started a load
+  (the link backlog and aging credits it changed can change the next offer).
 """
 from __future__ import annotations
 
 import heapq
 import math
 
+import numpy as np
+
 from kvroof.errors import KvroofError
-from kvroof.simulate.affine import Line, envelope_sum, steps_before
-from kvroof.simulate.decode_run import DecodeRun
+from kvroof.simulate.affine import Line
+from kvroof.simulate.decode_run import DecodeRun, StepArrays
 from kvroof.simulate.iteration import ReplicaIterations
 from kvroof.simulate.request import DECODE, LOADING
 
@@ -52,7 +58,9 @@ class ReplicaFastForward(ReplicaIterations):
             limit = self._steps_keeping(decodes, limit)
         if limit <= 1:
             return False
-        if self.caps:  # closed form only where every capped rule is saturated
+        kernel = self.kernel_steps
+        if self.caps and kernel is None:  # closed form only where every capped rule is
+            # saturated (kernel mode sums the steps one by one: any rule)
             if any(rule != "window" for rule, _ in self.caps):
                 return False  # a chunk's keys fall back to 1 at every chunk boundary
             if min(self._contexts(self.step_no)) + 1 < max(span for _, span in self.caps):
@@ -68,6 +76,22 @@ class ReplicaFastForward(ReplicaIterations):
         if self.saves and self.waiting and len(self.running) < self.res.max_seqs:
             # a write-back landing in host DRAM can change what a waiting request finds there
             horizon = min(horizon, self.saves[0][0])
+        if kernel is not None:
+            run = self._kernel_run(decodes, limit)
+        else:
+            run = self._affine_run(decodes, limit)
+        steps = run.steps_before(horizon - self.now, limit)
+        if steps <= 1:
+            return False
+        run.steps = steps
+        run.last = self.now + run.duration(steps - 1)
+        self.pending = run
+        self.next_time = run.last
+        self._chunks = []
+        return True
+
+    def _affine_run(self, decodes: int, limit: int) -> DecodeRun:
+        """A run of at most ``limit`` steps timed by the roofline: affine lines in the step."""
         f0, k0 = self._decode_cost(decodes, self.step_no)
         f1, k1 = self._decode_cost(decodes, self.step_no + 1)
         m = self.m
@@ -78,15 +102,28 @@ class ReplicaFastForward(ReplicaIterations):
         if self.power.cap is not None:
             k = self.power.slowdown
             time_lines += [(a * k, b * k) for a, b in busy_lines]
-        steps = steps_before(time_lines, horizon - self.now, limit)
-        if steps <= 1:
-            return False
-        run = DecodeRun(self.now, steps, decodes, time_lines, busy_lines, f0, f1 - f0)
-        run.last = self.now + run.duration(steps - 1)
-        self.pending = run
-        self.next_time = run.last
-        self._chunks = []
-        return True
+        overhead = self.step_overhead
+        if overhead:
+            time_lines = [(a + overhead, b) for a, b in time_lines]
+        return DecodeRun(self.now, limit, decodes, time_lines, busy_lines, f0, f1 - f0)
+
+    def _kernel_run(self, decodes: int, limit: int) -> DecodeRun:
+        """A run of at most ``limit`` steps in kernel mode: every step's time at once, as
+        arrays over the steps (:meth:`kvroof.simulate.kernel_steps.KernelSteps.run`)."""
+        kernel = self.kernel_steps
+        assert kernel is not None
+        step = self.step_no
+        contexts = np.asarray(self._contexts(step), dtype=np.float64)
+        busy, comm = kernel.run(decodes, float(self.decode_base + decodes * step),
+                                lambda: contexts, limit)
+        time = busy + comm
+        if self.power.cap is not None:
+            np.maximum(time, busy * self.power.slowdown, out=time)
+        if self.step_overhead:
+            time += self.step_overhead
+        flops = self.m.decode_flops(decodes, contexts, limit)
+        arrays = StepArrays.of(time, busy, flops)
+        return DecodeRun(self.now, limit, decodes, [], [], float(flops[0]), 0.0, arrays=arrays)
 
     def _steps_keeping(self, decodes: int, limit: int) -> int:
         """Steps (at most ``limit``) whose KV evicts none of the cached blocks that a waiting
@@ -116,8 +153,8 @@ class ReplicaFastForward(ReplicaIterations):
             raise KvroofError(f"replica {self.index}: fast-forward ran out of KV space "
                               "(internal error)")
         duration = run.duration(steps)
-        busy = envelope_sum(run.busy_lines, steps)
-        flops = run.flops0 * steps + run.flops_slope * steps * (steps - 1) / 2.0
+        busy = run.busy(steps)
+        flops = run.flops(steps)
         self.dynamic_joules += self.power.dynamic * busy * self.res.gpus
         self.log.add(self.index, run.start, duration, steps, 0, decodes, 0, 0.0, busy, flops,
                      self.power.power(duration, busy))
@@ -138,7 +175,7 @@ class ReplicaFastForward(ReplicaIterations):
         run = self.pending
         assert run is not None
         self.pending = None
-        steps = steps_before(run.time_lines, time - run.start, run.steps)
+        steps = run.steps_before(time - run.start)
         self._apply_run(run, steps if steps > 1 else 1)
         self.next_time = self.now
 

@@ -1,11 +1,17 @@
 """One iteration of a replica and its effects.
 
-The iteration's time is the cost model's compute time of its prefill chunks and decodes
-(:class:`kvroof.cost.iteration.IterationModel`), stretched by a power cap and combined with the
-loads it waits for (``sync`` adds them, ``layerwise`` overlaps them layer by layer:
-:func:`kvroof.cost.timing.combine_overlap`). Its effects: prompts that finish prefilling emit
-their first token, their blocks join the HBM prefix cache and their new KV is written back to
-host DRAM on the link's device-to-host direction; decodes that reach their output length
+The iteration's time is the cost model's compute time of its prefill chunks and decodes (the
+deployment's compute model: the roofline, :class:`kvroof.cost.iteration.IterationModel`, or the
+kernel tables op by op, :class:`kvroof.simulate.kernel_steps.KernelSteps`), stretched by a power
+cap and combined with the loads it waits for (``sync`` adds them, ``layerwise`` overlaps them
+layer by layer: :func:`kvroof.cost.timing.combine_overlap`), plus the engine's fixed cost of a
+step (``iteration_overhead``, GPU idle). A request's first token and finish reach the client
+its frontend cost later (``serving_overhead`` and its share per prompt token). Its effects:
+prompts that finish prefilling emit
+their first token (their blocks joined the HBM prefix cache when scheduled:
+:mod:`kvroof.simulate.prefix_blocks`); the prompt blocks the iteration completed are stored to
+host DRAM on the link's device-to-host direction (:mod:`kvroof.simulate.offload_store`); decodes
+that reach their output length
 finish and give back their KV. The decode cost of a step (:meth:`ReplicaIterations._decode_cost`)
 is shared with fast-forwarding (:mod:`kvroof.simulate.fast_forward`).
 """
@@ -15,8 +21,9 @@ from __future__ import annotations
 import heapq
 
 from kvroof.cost.timing import combine_overlap
+from kvroof.simulate.prefix_blocks import full_blocks
 from kvroof.simulate.replica_state import ReplicaState
-from kvroof.simulate.request import DECODE, DONE, Request, block_sizes
+from kvroof.simulate.request import DECODE, DONE, Request
 
 __all__ = ["ReplicaIterations"]
 
@@ -33,6 +40,14 @@ class ReplicaIterations(ReplicaState):
     def _contexts(self, step: int) -> list[int]:
         return [r.decode_base + step for r in self.running.values() if r.state == DECODE]
 
+    def _client_delay(self, request: Request) -> float:
+        """Seconds the client sees a token of ``request`` after the engine emits it: the
+        engine profile's serving overhead and its share per prompt token (HTTP, tokenizing,
+        detokenizing: the frontend's work, off the engine's critical path; 0 without
+        ``engine_overhead``)."""
+        fixed, per_token = self.frontend
+        return fixed + per_token * request.input if (fixed or per_token) else 0.0
+
     def _capped_sums(self, step: int) -> tuple[float, ...]:
         """Keys the decodes score under each capped rule (window, chunk) at ``step``."""
         return self.m.capped_sums(self._contexts(step))
@@ -47,8 +62,15 @@ class ReplicaIterations(ReplicaState):
             flops += f
             kv += k
         tokens = decodes + prefill_tokens
-        flop_s, hbm_s, comm = m.breakdown(tokens, flops, kv)
-        busy = flop_s if flop_s > hbm_s else hbm_s
+        kernel = self.kernel_steps
+        if kernel is None:  # the roofline
+            flop_s, hbm_s, comm = m.breakdown(tokens, flops, kv)
+            busy = flop_s if flop_s > hbm_s else hbm_s
+        else:  # kernel mode: op by op (kvroof.simulate.kernel_steps)
+            step = self.step_no
+            busy, comm = kernel.iteration(
+                decodes, float(self.decode_base + decodes * step), lambda: self._contexts(step),
+                [(n, context, final) for _, n, context, final in self._chunks])
         compute = self.power.capped_time(busy + comm, busy)
         loads = self._load_end - self.now
         mode = self.settings.load_mode
@@ -58,6 +80,8 @@ class ReplicaIterations(ReplicaState):
                                          self.res.overlap_efficiency))
         else:
             time = compute
+        if self.step_overhead:  # the engine's CPU time of the step (scheduling, sampling)
+            time += self.step_overhead
         start = self.now
         end = start + time
         power = self.power.power(time, busy)
@@ -73,8 +97,11 @@ class ReplicaIterations(ReplicaState):
             self.step_no += 1
         chunks = self._chunks
         self._chunks = []
+        store = self.store
         for request, n, _, _ in chunks:
             request.prefilled += n
+            if store:
+                self._store(request, end)
             if request.prefilled == request.prompt:
                 self._prefill_done(request, end)
         self._finish_decodes(end)
@@ -92,17 +119,7 @@ class ReplicaIterations(ReplicaState):
         self.prefilling.remove(request)
         request.generated += 1
         if request.first_token_time < 0:
-            request.first_token_time = time
-        if self.pool.caching:
-            ids = request.block_ids
-            ends = request.block_ends
-            start = request.hbm_blocks
-            if start < len(ids):
-                pinned, moved = self.pool.insert(ids[start:], block_sizes(ends, start))
-                request.pinned.extend(pinned)
-                request.private -= moved
-        if self.write_back and request.saved == 0:
-            self._save(request, time)
+            request.first_token_time = time + self._client_delay(request)
         if request.generated >= request.output:
             del self.running[request.index]
             self._finish(request, time)
@@ -115,23 +132,37 @@ class ReplicaIterations(ReplicaState):
         request.finish_step = self.step_no + request.output - request.generated
         heapq.heappush(self.finishes, (request.finish_step, request.index, request))
 
-    def _save(self, request: Request, time: float) -> None:
-        """Write the prompt's blocks that host DRAM lacks back to it (device-to-host)."""
-        ids = request.block_ids
+    def _store(self, request: Request, time: float) -> None:
+        """Store the prompt blocks this iteration completed (every full block up to
+        ``prefilled``; the last, partial one with the prompt's last token) that host DRAM
+        neither has nor is receiving, device-to-host from ``time`` (vLLM's OffloadingConnector:
+        docs/simulate.md, "Offloading")."""
         ends = request.block_ends
-        have = self.host.match_from(ids, 0)
-        if have == len(ids):
+        start = request.stored
+        if start >= len(ends) or ends[start] > request.prefilled:
             return
-        tokens = ends[-1] - (ends[have - 1] if have else 0)
-        done = self.d2h.reserve(time, self.m.save_time(tokens))
+        stop = full_blocks(request, request.prefilled)
+        request.stored = stop
+        ids = request.block_ids
+        host = self.host.blocks
+        storing = self.storing
+        new = [i for i in range(start, stop) if ids[i] not in host and ids[i] not in storing]
+        if not new:
+            return
+        blocks = [ids[i] for i in new]
+        sizes = [ends[i] - (ends[i - 1] if i else 0) for i in new]
+        tokens = sum(sizes)
+        done = self.d2h.reserve(time, self.saver.save_time(tokens))
         self.seq += 1
-        heapq.heappush(self.saves, (done, self.seq, ids[have:], block_sizes(ends, have)))
-        request.saved = tokens
+        heapq.heappush(self.saves, (done, self.seq, blocks, sizes))
+        storing.update(blocks)
+        request.saved += tokens
 
     def _apply_saves(self, time: float) -> None:
         saves = self.saves
         while saves and saves[0][0] <= time:
             _, _, ids, sizes = heapq.heappop(saves)
+            self.storing.difference_update(ids)
             self.host.insert(ids, sizes)
 
     def _finish_decodes(self, time: float) -> None:
@@ -153,6 +184,7 @@ class ReplicaIterations(ReplicaState):
         request.private = 0
         request.pinned = []
         request.state = DONE
+        time += self._client_delay(request)  # the frontend's cost, as the client sees it
         request.finish_time = time
         request.block_ids = request.block_ends = []  # done with them: keep memory flat
         self.outstanding -= 1

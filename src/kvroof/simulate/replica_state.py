@@ -19,6 +19,7 @@ from kvroof.simulate.decode_run import DecodeRun
 from kvroof.simulate.link import Link
 from kvroof.simulate.memory import HbmPool
 from kvroof.simulate.metrics import IterationLog
+from kvroof.simulate.offload_store import save_model
 from kvroof.simulate.power import PowerModel
 from kvroof.simulate.request import Request
 from kvroof.simulate.resources import ReplicaResources
@@ -49,12 +50,19 @@ class ReplicaState:
         self.tier = LruTier(res.tier_tokens) if res.tier_model is not None else None
         self.host = LruTier(res.dram_tokens, self.tier)
         self.external = settings.cache_policy != "recompute"
-        self.write_back = self.external and res.dep.write_back and res.dram_tokens > 0
+        # what goes to host DRAM: docs/simulate.md, "Offloading"
+        profile = res.dep.engine.offload_store if res.dep.engine is not None else "as-computed"
+        store = settings.offload_store or profile
+        self.store = self.external and res.dram_tokens > 0 and store != "none"
+        self.saver = save_model(res) if self.store else res.model  # prices the stores
         self.h2d = Link()
         self.d2h = Link()
         self.power = PowerModel(res.idle_power, res.tdp, settings.power_cap)
         self.skip = settings.scheduler == "utilization-aware"
         self.caps = self.m.caps  # decode rules not linear in the context (windows, chunks)
+        self.kernel_steps = res.kernel_steps  # kernel mode's step times (None: the roofline)
+        self.step_overhead = res.step_overhead  # engine seconds added to every iteration
+        self.frontend = res.frontend  # (per request, per prompt token) client-side seconds
         self.now = 0.0
         self.next_time = math.inf
         self.pending: DecodeRun | None = None
@@ -68,6 +76,8 @@ class ReplicaState:
         self.loads: list[tuple[float, int, Request]] = []  # (done, seq, request); stale
         # entries (the request landed, or loads again: another load_done) are skipped
         self.saves: list[tuple[float, int, list[int], list[int]]] = []
+        self.storing: set[int] = set()  # blocks on their way to host DRAM (in self.saves)
+        self.in_flight: dict[int, int] = {}  # block -> async loads bringing it into HBM
         self.seq = 0
         self.outstanding = 0
         self.preemptions = 0

@@ -15,7 +15,14 @@
 - A further tier (a system tier by name: NVMe, CXL, a remote store): its capacity shared the same
   way, loads timed by the cost model with all of the tokens on that tier
   (``tier_fractions = {name: 1}``).
-- Time: :class:`kvroof.cost.iteration.IterationModel` for iterations, loads and saves.
+- Time: the deployment's compute model for iterations (``compute_model``: the roofline through
+  :class:`kvroof.cost.iteration.IterationModel`, or the kernel tables op by op through
+  :class:`kvroof.simulate.kernel_steps.KernelSteps`; ``moe_routing`` reaches the MoE table
+  there), :class:`~kvroof.cost.iteration.IterationModel` for loads and saves.
+- Engine costs (``engine_overhead``, on by default): with an engine profile, its
+  ``iteration_overhead`` on every iteration (``step_overhead``) and its ``serving_overhead`` plus
+  ``serving_overhead_per_token`` per prompt token on every request's first token and finish, as
+  the client sees them (``frontend``); none without a profile or with ``engine_overhead`` off.
 """
 
 from __future__ import annotations
@@ -28,11 +35,12 @@ from kvroof.cost.deployment import Deployment
 from kvroof.cost.iteration import IterationModel
 from kvroof.cost.memory_fit import check_fit
 from kvroof.errors import KvroofError
+from kvroof.simulate.kernel_steps import KernelSteps
 from kvroof.simulate.settings import SimSettings, vllm_batch_defaults
 from kvroof.specs.registry import Registry, default_registry
 from kvroof.units import Kind, format_quantity
 
-__all__ = ["ReplicaResources", "check_simulated_settings", "replica_resources"]
+__all__ = ["ReplicaResources", "check_simulated_settings", "engine_costs", "replica_resources"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ class ReplicaResources:
     idle_power: float
     max_context: int | None
     notes: tuple[str, ...]
+    kernel_steps: KernelSteps | None = None
+    """Kernel mode's step times (None: iterations are timed by the roofline of ``model``)."""
+    step_overhead: float = 0.0
+    """Engine seconds every iteration adds (the engine profile's ``iteration_overhead``)."""
+    frontend: tuple[float, float] = (0.0, 0.0)
+    """(per request, per prompt token) seconds the client sees beyond the engine."""
 
     @property
     def label(self) -> str:
@@ -78,22 +92,36 @@ def _size(value: float) -> str:
     return format_quantity(value, Kind.CAPACITY)
 
 
-def check_simulated_settings(dep: Deployment) -> None:
-    """Refuse the deployment settings the simulator does not model: it times iterations with
-    the roofline (``compute_model`` roofline, or auto where no kernel table covers the
-    accelerator), so kernel mode, its MoE routing and the client clock of TTFT would be
-    accepted and silently ignored."""
-    if dep.uses_kernels:
-        raise KvroofError(f"compute_model: {dep.compute_model!r} times ops from the kernel "
-                          "tables, which the simulator does not do yet (it times iterations "
-                          "with the roofline); use 'roofline' here, or kvroof ttft and kappa")
-    if dep.moe_routing != "balanced":
-        raise KvroofError(f"moe_routing: {dep.moe_routing!r} applies to kernel mode, which the "
-                          "simulator does not use")
-    if dep.ttft_clock != "kernel":
-        raise KvroofError(f"ttft_clock: {dep.ttft_clock!r} is a setting of kvroof ttft; the "
-                          "simulator's TTFT is its own (queueing and iterations, no engine "
-                          "serving overhead)")
+def engine_costs(dep: Deployment, settings: SimSettings | None = None
+                 ) -> tuple[float, tuple[float, float]]:
+    """(seconds every iteration adds, (per request, per prompt token) client-side seconds) of
+    ``dep``'s engine profile under ``settings`` (zeros without a profile, with
+    ``engine_overhead`` off, or where the profile publishes none)."""
+    engine = dep.engine
+    if engine is None or (settings is not None and not settings.engine_overhead):
+        return 0.0, (0.0, 0.0)
+    return (float(engine.iteration_overhead or 0.0),
+            (float(engine.serving_overhead or 0.0),
+             float(engine.serving_overhead_per_token or 0.0)))
+
+
+def check_simulated_settings(dep: Deployment, settings: SimSettings | None = None) -> None:
+    """Refuse the deployment settings the simulator does not model, rather than ignore them:
+    ``moe_routing`` other than balanced where the deployment is timed by the roofline (it
+    applies to kernel mode's MoE table), and ``ttft_clock: client`` where the simulator adds no
+    client-side cost (no engine profile, or ``engine_overhead`` off). Kernel mode
+    (``compute_model`` kernels, or auto with tables) is simulated."""
+    if dep.moe_routing != "balanced" and not dep.uses_kernels:
+        raise KvroofError(f"moe_routing: {dep.moe_routing!r} applies to kernel mode, and "
+                          f"compute_model {dep.compute_model!r} times this deployment by the "
+                          "roofline (no kernel tables for it)")
+    if dep.ttft_clock == "client":
+        if dep.engine is None:
+            raise KvroofError("ttft_clock: 'client' needs an engine profile (its serving "
+                              "overheads are the client-side cost); give an engine")
+        if settings is not None and not settings.engine_overhead:
+            raise KvroofError("ttft_clock: 'client' asks for the engine's client-side costs, "
+                              "which engine_overhead off (--no-engine-overhead) leaves out")
 
 
 def replica_resources(dep: Deployment, settings: SimSettings,
@@ -101,7 +129,7 @@ def replica_resources(dep: Deployment, settings: SimSettings,
     """The resources of one replica of ``dep`` under ``settings`` (refuses a deployment whose
     weights do not fit, KV space that is not positive, and settings the simulator does not
     model: :func:`check_simulated_settings`)."""
-    check_simulated_settings(dep)
+    check_simulated_settings(dep, settings)
     check_fit(dep)
     notes: list[str] = []
     hold = dep.terms.hold  # KV bytes one rank holds, by term (kvroof.cost.kv_terms)
@@ -180,6 +208,20 @@ def replica_resources(dep: Deployment, settings: SimSettings,
         idle = 0.0
         notes.append(f"{dep.accelerator.name}: no idle power in its spec; 0 W taken")
     eta = dep.resolved_overlap_efficiency
+    step_overhead, frontend = engine_costs(dep, settings)
+    if dep.uses_kernels:
+        notes.append(f"iterations timed op by op from the kernel tables (compute_model "
+                     f"{dep.compute_model}, MoE routing {dep.moe_routing})")
+    if dep.engine is not None:
+        if step_overhead or frontend[0] or frontend[1]:
+            notes.append(
+                f"engine {dep.engine.name}: {format_quantity(step_overhead, Kind.TIME)} per "
+                f"iteration, {format_quantity(frontend[0], Kind.TIME)} + "
+                f"{format_quantity(frontend[1], Kind.TIME)} a prompt token per request: "
+                "client-side TTFT and latency (--no-engine-overhead leaves them out)")
+        elif settings.engine_overhead:
+            notes.append(f"engine {dep.engine.name}: no step or request cost published; GPU "
+                         "time only")
     return ReplicaResources(
         dep=dep, model=IterationModel(dep), tier_model=tier_model, hbm_tokens=hbm_tokens,
         kv_bytes_per_token=per_token, state_tokens=state_tokens, dram_tokens=dram_tokens,
@@ -187,5 +229,6 @@ def replica_resources(dep: Deployment, settings: SimSettings,
         host_bytes_per_token=host_per_token, budget=budget, max_seqs=seqs,
         layers=dep.model.num_layers, overlap_efficiency=float(eta), gpus=dep.tp,
         tdp=dep.accelerator.tdp, idle_power=idle, max_context=dep.model.max_context,
-        notes=tuple(notes),
+        notes=tuple(notes), kernel_steps=KernelSteps(dep) if dep.uses_kernels else None,
+        step_overhead=step_overhead, frontend=frontend,
     )

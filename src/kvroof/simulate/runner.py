@@ -41,6 +41,8 @@ from kvroof.specs.registry import Registry
 from kvroof.units import Kind, format_quantity
 from kvroof.workload.arrivals import gamma_times, output_lengths, poisson_times, scale_times
 from kvroof.workload.requests import RequestTrace
+from kvroof.workload.stage_clock import StageClock
+from kvroof.workload.stages import StagePlan
 
 __all__ = ["Progress", "check_applies", "prepare_trace", "simulate"]
 
@@ -159,13 +161,15 @@ def simulate(
     trace: RequestTrace, deployments: Sequence[Deployment], settings: SimSettings | None = None,
     *, users: int | None = None, think_time: float = 0.0, skip_bad: bool = False,
     registry: Registry | None = None, progress: Progress | None = None, check: bool = False,
+    stages: StagePlan | None = None,
 ) -> SimResult:
     """Serve ``trace`` on replicas of ``deployments`` (one engine each) under ``settings``.
 
     Open loop: the trace's arrival times (see :func:`prepare_trace`). Closed loop: ``users``
     users, each sending its next request ``think_time`` seconds after its previous one finishes
-    (a conversation's turns go to one user, in order). ``check`` asserts the token budget and KV
-    space after every iteration (slower; for tests)."""
+    (a conversation's turns go to one user, in order). ``stages``: a staged run
+    (:mod:`kvroof.workload.stage_clock`). ``check`` asserts the token budget and KV space after
+    every iteration (slower; for tests)."""
     settings = settings or SimSettings()
     if not deployments:
         raise KvroofError("no replicas to simulate")
@@ -180,7 +184,9 @@ def simulate(
     if not (isinstance(think_time, int | float) and math.isfinite(think_time)
             and think_time >= 0):
         raise KvroofError(f"think_time: expected non-negative seconds, got {think_time!r}")
-    if users is None:
+    if stages is not None and users is not None:
+        raise KvroofError("stages: give stages or users, not both")
+    if users is None and stages is None:
         if trace.arrival_time is None:
             raise KvroofError(f"{trace.path or trace.name}: no arrival times; give a request "
                               "rate or a closed loop of users")
@@ -210,6 +216,10 @@ def simulate(
     def on_finish(request: Request, time: float) -> None:
         nonlocal order, next_session
         done.append(request)
+        if clock is not None:
+            for when, index in clock.finished(request.index, time):
+                order += 1
+                heapq.heappush(arrivals, (when, order, index, -1))
         if users is None:
             return
         user = request.user
@@ -234,9 +244,13 @@ def simulate(
 
     engines = [Engine(i, res, settings, log, on_finish, check)
                for i, res in enumerate(resources)]
-    router = Router(settings.router, engines)
+    router = Router(settings.router, engines, settings.router_weights)
     indices = np.flatnonzero(keep)
-    if users is None:
+    clock = None if stages is None else StageClock(stages, keep)
+    if clock is not None:
+        arrivals = [(t, k, i, -1) for k, (t, i) in enumerate(clock.start())]
+        order = len(arrivals)
+    elif users is None:
         assert trace.arrival_time is not None
         times = trace.arrival_time
         arrivals = [(float(times[i]), k, int(i), -1) for k, i in enumerate(indices)]
@@ -313,8 +327,14 @@ def simulate(
     if progress is not None:
         progress(1.0, max(e.now for e in engines))
     wall = wallclock.perf_counter() - start_wall
-    return _result(trace, settings, resources, engines, log, done, skipped, cut, wall,
-                   first_arrival)
+    from kvroof.simulate.metrics import stage_summaries
+
+    result = _result(trace, settings, resources, engines, log, done, skipped, cut, wall,
+                     first_arrival)
+    if clock is not None:  # per-stage summaries, as staged benchmarks score a run
+        result.summary["stages"] = stage_summaries(result.requests, clock)
+        result.notes.append(f"staged run: {clock.plan.describe()}")
+    return result
 
 
 def _limit_shares(engines: Sequence[Engine]) -> dict[str, float]:

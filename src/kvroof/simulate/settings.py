@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kvroof.errors import KvroofError
+from kvroof.simulate.router_weights import RouterWeights
 
 __all__ = [
     "CACHE_POLICIES",
     "LOAD_MODES",
     "MAX_REPLICAS",
+    "OFFLOAD_STORES",
     "ROUTERS",
     "SCHEDULERS",
     "ReplicaSpec",
@@ -29,11 +31,14 @@ __all__ = [
 Scheduler = Literal["fifo", "utilization-aware"]
 CachePolicy = Literal["load", "recompute", "split"]
 LoadMode = Literal["sync", "async", "layerwise"]
-Router = Literal["round-robin", "least-loaded", "prefix-affinity", "kappa"]
+OffloadStore = Literal["as-computed", "none"]
+Router = Literal["round-robin", "least-loaded", "prefix-affinity", "kappa", "scoring"]
 SCHEDULERS: tuple[Scheduler, ...] = ("fifo", "utilization-aware")
 CACHE_POLICIES: tuple[CachePolicy, ...] = ("load", "recompute", "split")
 LOAD_MODES: tuple[LoadMode, ...] = ("sync", "async", "layerwise")
-ROUTERS: tuple[Router, ...] = ("round-robin", "least-loaded", "prefix-affinity", "kappa")
+OFFLOAD_STORES: tuple[OffloadStore, ...] = ("as-computed", "none")
+ROUTERS: tuple[Router, ...] = ("round-robin", "least-loaded", "prefix-affinity", "kappa",
+                               "scoring")
 
 MAX_REPLICAS = 4096
 """The most replicas one simulation takes (32,768 GPUs at TP 8; each replica costs memory and
@@ -114,12 +119,18 @@ class SimSettings:
     - ``load_mode``: ``sync`` (the iteration that needs a load waits for it), ``async`` (the
       request waits for its KV outside the batch), ``layerwise`` (its load overlaps the
       iteration layer by layer).
-    - ``router``: how requests are spread over replicas.
+    - ``router``: how requests are spread over replicas (:mod:`kvroof.simulate.router`);
+      ``router_weights``: the ``scoring`` router's weights
+      (:class:`kvroof.simulate.router_weights.RouterWeights`, or its ``KEY=W,...`` text;
+      llm-d's defaults).
     - ``prefix_caching``: keep finished prompts' blocks in HBM (vLLM's automatic prefix caching,
       on by default in v1).
     - ``dram_cache``: bytes of host DRAM for KV per replica (default: the replica's share of the
-      system's host memory); ``tier`` and ``tier_cache``: a system tier (its spec name) below
-      DRAM and its bytes per replica (default: its capacity shared like DRAM).
+      system's host memory); ``offload_store``: what goes to host DRAM, ``as-computed`` (every
+      full prompt block, device-to-host after the iteration that computed it) or ``none`` (only a
+      trace's preloaded prefixes); default: the engine profile's ``offload_store``
+      (``as-computed`` without a profile); ``tier`` and ``tier_cache``: a system tier (its spec
+      name) below DRAM and its bytes per replica (default: its capacity shared like DRAM).
     - ``activation_reserve``: bytes per GPU kept out of the KV space for activations beyond the
       ``1 - memory_utilization`` margin (default 0: the margin holds them, as the cost model's
       memory check assumes); ``kv_tokens`` replaces the KV space by this many tokens per GPU
@@ -130,6 +141,10 @@ class SimSettings:
     - ``power_cap``: watts per GPU; ``slo_ttft`` / ``slo_tpot``: seconds, for goodput.
     - ``fast_forward``: step runs of identical decode iterations in closed form (off only to
       check it).
+    - ``engine_overhead``: with an engine profile, add its ``iteration_overhead`` to every
+      iteration and its serving overheads (per request, per prompt token) to every request's
+      TTFT and end-to-end latency, as vLLM's client sees them (on by default; off: GPU time
+      alone). See docs/simulate.md, "Step timing".
     """
 
     max_num_batched_tokens: int | None = None
@@ -138,8 +153,10 @@ class SimSettings:
     cache_policy: CachePolicy = "load"
     load_mode: LoadMode = "async"
     router: Router = "round-robin"
+    router_weights: RouterWeights = field(default_factory=RouterWeights)
     prefix_caching: bool = True
     dram_cache: float | None = None
+    offload_store: OffloadStore | None = None
     tier: str | None = None
     tier_cache: float | None = None
     activation_reserve: float = 0.0
@@ -150,6 +167,7 @@ class SimSettings:
     slo_ttft: float | None = None
     slo_tpot: float | None = None
     fast_forward: bool = True
+    engine_overhead: bool = True
     label: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -160,6 +178,16 @@ class SimSettings:
         _choice("cache_policy", self.cache_policy, CACHE_POLICIES)
         _choice("load_mode", self.load_mode, LOAD_MODES)
         _choice("router", self.router, ROUTERS)
+        if self.offload_store is not None:
+            _choice("offload_store", self.offload_store, OFFLOAD_STORES)
+        if isinstance(self.router_weights, str):  # KEY=W,... as --router-weights and sweeps give
+            object.__setattr__(self, "router_weights", RouterWeights.parse(self.router_weights))
+        if not isinstance(self.router_weights, RouterWeights):
+            raise KvroofError(f"router_weights: expected RouterWeights or KEY=W,..., got "
+                              f"{self.router_weights!r}")
+        if self.router_weights != RouterWeights() and self.router != "scoring":
+            raise KvroofError("router_weights: apply to the scoring router (router "
+                              f"{self.router!r} has no weights)")
         _nonnegative("dram_cache", self.dram_cache)
         _nonnegative("tier_cache", self.tier_cache)
         _nonnegative("activation_reserve", self.activation_reserve)
@@ -171,6 +199,9 @@ class SimSettings:
                 or self.aging_limit < 0:
             raise KvroofError(f"aging_limit: expected a non-negative integer, got "
                               f"{self.aging_limit!r}")
+        if not isinstance(self.engine_overhead, bool):
+            raise KvroofError(f"engine_overhead: expected true or false, got "
+                              f"{self.engine_overhead!r}")
         if self.tier_cache is not None and self.tier is None:
             raise KvroofError("tier_cache: give the tier too")
 
