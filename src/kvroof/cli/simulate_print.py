@@ -103,6 +103,7 @@ def print_results(trace: Any, results: list[SimResult]) -> None:
                  enumerate(columns[0])]
         header = ["", *(f"[{i}] {r.label}" for i, r in enumerate(results))]
         print_table(table, header=header)
+    print_semantics(results)
     notes = sorted({note for r in results for note in r.notes})
     for note in notes:
         print(f"note: {note}")
@@ -113,6 +114,22 @@ def print_results(trace: Any, results: list[SimResult]) -> None:
         if found is not None:
             which = f" [{index}] {result.label}" if len(results) > 1 else ""
             print(f"warning: no steady state{which}: {found.message()}")
+
+
+def print_semantics(results: list[SimResult]) -> None:
+    """The engine semantics each run used (:mod:`kvroof.simulate.semantics`): once when the
+    runs share them, else each run's rules that differ, under its label."""
+    if not results or not results[0].semantics:
+        return
+    print("engine semantics (docs/simulate.md compares each with vLLM v1):")
+    first = results[0].semantics
+    width = max(len(topic) for r in results for topic, _ in r.semantics) + 2
+    for topic, rule in first:
+        print(f"  {topic.ljust(width)}{rule}")
+    for index, result in enumerate(results[1:], start=1):
+        differ = [(topic, rule) for topic, rule in result.semantics if (topic, rule) not in first]
+        for topic, rule in differ:
+            print(f"  [{index}] {topic.ljust(width - 4)}{rule}")
 
 
 STAGE_HEADER = ["stage", "start", "end", "requests", "rate (req/s)", "TTFT mean", "TTFT p90",

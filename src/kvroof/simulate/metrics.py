@@ -113,6 +113,8 @@ class SimResult:
     summary: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    semantics: list[tuple[str, str]] = field(default_factory=list)
+    """(topic, rule): the engine semantics the run used (:mod:`kvroof.simulate.semantics`)."""
 
     def row(self) -> dict[str, Any]:
         """The summary flattened to one row (``ttft_p50`` ...), for sweeps."""

@@ -70,7 +70,8 @@ def result_json(result: SimResult) -> dict[str, Any]:
     """The summary, settings, replicas and notes of a simulation (JSON-ready)."""
     safe: dict[str, Any] = json_safe({
         "kind": "simulation", "label": result.label, "replicas": result.replicas,
-        "settings": result.settings, "notes": result.notes, "summary": result.summary})
+        "settings": result.settings, "notes": result.notes,
+        "semantics": dict(result.semantics), "summary": result.summary})
     return safe
 
 
