@@ -35,7 +35,8 @@ def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_report_writes_every_promised_file(report_dir: Path) -> None:
     for key in ("roofline", "roofline-paper", "ceilings", "kappa-vs-t", "overhead", "what-if",
-                "breakdown", "workloads", "validation", "families"):
+                "breakdown", "workloads", "validation", "families", "planning-rate",
+                "planning-memory", "planning-threshold"):
         for suffix in ("png", "svg"):
             path = report_dir / "figures" / f"{key}.{suffix}"
             assert path.stat().st_size > 1000, path
@@ -50,7 +51,8 @@ def test_html_embeds_every_image(report_dir: Path) -> None:
     assert len(images) == len(list((report_dir / "figures").glob("*.png")))
     assert "src=\"figures/" not in page  # nothing linked, everything embedded
     for table in ("kappa_m", "kappa_hw", "paper_grid", "full_grid", "measured", "what_if",
-                  "workloads", "validation", "validation_cases", "families"):
+                  "workloads", "validation", "validation_cases", "families", "planning",
+                  "planning_basis"):
         assert f'id="{table}"' in page
 
 

@@ -136,9 +136,11 @@ def test_a_failed_candidate_keeps_the_others(capsys: pytest.CaptureFixture[str],
     import kvroof.plan.simulation as simulation
 
     real = simulation._point
+    failed_at: list[float] = []
 
     def failing(job: Any, trace: Any, registry: Any = None) -> Any:
         if job.dep.accelerator.name == "h200":
+            failed_at.append(job.rps)
             raise KvroofError("a test failure")
         return real(job, trace, registry)
 
@@ -147,10 +149,14 @@ def test_a_failed_candidate_keeps_the_others(capsys: pytest.CaptureFixture[str],
         main([*TINY, "--candidate", "h200", "--quiet"])
     out, err = capsys.readouterr()
     assert stop.value.code == 1
-    assert "\nh200:1x1  " in out and "no plan: without offloading: a test failure" in out
+    # the failure names its grid point: the arm and the rate of the simulation that failed
+    # (the first the search tried, recorded by the failing stand-in above)
+    assert len(failed_at) == 1
+    point = f"without offloading at {failed_at[0]:.4g} requests/s"
+    assert "\nh200:1x1  " in out and f"no plan: {point}: a test failure" in out
     assert "\nverdict    Leave it off" in out  # the h100's plan
-    assert err == ("kvroof: error: --candidate h200:1x1: a simulation failed: without "
-                   "offloading: a test failure\n")
+    assert err == (f"kvroof: error: --candidate h200:1x1: a simulation failed: {point}: a "
+                   "test failure\n")
 
 
 def test_python_api_and_jobs() -> None:

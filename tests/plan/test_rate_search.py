@@ -55,3 +55,24 @@ def test_bad_settings() -> None:
         RateSearch(-1.0)
     with pytest.raises(KvroofError, match="step"):
         RateSearch(1.0, 0.5, step=1.2)
+
+
+@pytest.mark.parametrize("tolerance", [0.25, 0.5, 0.9])
+def test_a_plan_with_a_coarse_tolerance(tolerance: float) -> None:
+    """A tolerance of 50% or more used to stop the plan: the search with offloading started
+    from the rate found without it with a step of 1.5, which must exceed 1 + tolerance. Every
+    arm that found a rate ends within the tolerance of its failing rate (the search's
+    stopping rule, rate_search's docstring)."""
+    from kvroof.plan.inputs import SearchSettings
+    from kvroof.plan.workloads import WorkloadSummary
+    from tests.plan.helpers import small_plan
+
+    summary = WorkloadSummary(2000, 0.8, 10, requests=120, output_tokens="exp:32")
+    result = small_plan(summary, search=SearchSettings(tolerance=tolerance))
+    cand = result.candidates[0]
+    assert cand.error is None and cand.curve is not None and cand.without is not None
+    arms = [cand.without, *cand.curve.arms]
+    assert all(a.status in ("found", "at_least") for a in arms)
+    for arm in arms:
+        if arm.status == "found":
+            assert arm.max_rps < arm.failing_rps <= arm.max_rps * (1 + tolerance)

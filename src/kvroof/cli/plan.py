@@ -28,11 +28,11 @@ _FORMATS = ("sharegpt", "docqa", "mooncake", "table")
 # kvroof.simulate.settings).
 _SCHEDULERS = ("fifo", "utilization-aware")
 _LOAD_MODES = ("sync", "async", "layerwise")
-_ROUTERS = ("round-robin", "least-loaded", "prefix-affinity", "kappa")
+_ROUTERS = ("round-robin", "least-loaded", "prefix-affinity", "kappa", "scoring")
 
 _FLAGS = {  # the library's argument names -> flags, for errors
     "slo_ttft": "--slo-ttft", "slo_tpot": "--slo-tpot", "slo_percentile": "--slo-percentile",
-    "candidate": "--candidate", "candidates": "--candidate", "jobs": "--jobs",
+    "candidate": "--candidate", "candidates": "--candidate", "jobs": "--jobs", "dask": "--dask",
     "target_rps": "--target-rps", "dram_cache": "--dram-cache", "dram_sizes": "--dram-sizes",
     "gpu_hour_price": "--gpu-hour-price", "dram_gb_price": "--dram-gb-price",
     "tolerance": "--tolerance", "first_rate": "--first-rate", "seed": "--seed",
@@ -117,6 +117,10 @@ def register(commands: Any) -> None:
                         help="the first rate to try (default: estimated from the cost model)")
     search.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="run simulations on N local processes (default 1)")
+    search.add_argument("--dask", metavar="ADDRESS",
+                        help="run the simulations on an existing Dask cluster instead (scheduler "
+                             "address, e.g. tcp://host:8786; needs kvroof[distributed]; not with "
+                             "--jobs)")
     search.add_argument("--json", action="store_true", help="print JSON (SI units)")
     search.add_argument("-o", "--output", metavar="DIR",
                         help="write plan.md, plan.html (self-contained), plan.json and the "
@@ -169,6 +173,8 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
     if not args.candidate:
         raise KvroofError("--candidate: give at least one hardware candidate, e.g. "
                           "--candidate dgx-h100:8")
+    if args.dask is not None and args.jobs != 1:  # kvroof sweep's rule
+        raise KvroofError("give --jobs or --dask, not both")
     settings = settings_from_args(args)
     settings.pop("tp", None)
     settings = {k: v for k, v in settings.items() if v is not None}
@@ -195,7 +201,7 @@ def _inputs(args: argparse.Namespace) -> dict[str, Any]:
         "dram_cache": quantity_flag("--dram-cache", args.dram_cache, Kind.CAPACITY),
         "deployment": settings, "simulation": simulation, "search": search,
         "output_tokens": args.output_tokens, "format": args.format, "skip_bad": args.skip_bad,
-        "seed": args.seed, "jobs": args.jobs,
+        "seed": args.seed, "jobs": args.jobs, "dask": args.dask,
     }
 
 

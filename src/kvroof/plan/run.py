@@ -14,8 +14,11 @@ For each candidate:
    (:mod:`kvroof.plan.verdict`) and what was validated (:mod:`kvroof.plan.validity`).
 
 Searches of all candidates advance together: each round simulates the next rate of every
-unfinished search, in this process or on ``jobs`` local processes. A candidate whose simulation
-fails keeps its error (:attr:`~kvroof.plan.result.CandidatePlan.error`) and the others go on.
+unfinished search (the round's grid of candidates, arms and rates), in this process, on
+``jobs`` local processes or on the Dask cluster at ``dask`` (as ``kvroof sweep --dask``). A
+candidate whose simulation fails, or that its worker or the cluster loses, keeps its error,
+naming the arm and the rate (:attr:`~kvroof.plan.result.CandidatePlan.error`); its finished
+points are kept in :attr:`~kvroof.plan.result.Arm.points` and the other candidates go on.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ class _Search:
 
 def _run_searches(searches: list[_Search], jobs_for: Callable[[_Search, float], SimJob],
                   workers: int, failed: dict[int, str], progress: Progress | None,
-                  names: Sequence[str]) -> int:
+                  names: Sequence[str], dask: str | None = None) -> int:
     """Advance every search to its end, a round at a time; returns the simulations run."""
     count = 0
     while True:
@@ -92,17 +95,17 @@ def _run_searches(searches: list[_Search], jobs_for: Callable[[_Search, float], 
                   and s.search.next_rate() is not None]
         if not active:
             return count
-        rates = [s.search.next_rate() for s in active]
-        jobs = [jobs_for(s, rate) for s, rate in zip(active, rates, strict=True)
-                if rate is not None]
-        outcomes = run_jobs(jobs, workers)
+        rates = [s.search.next_rate() or 0.0 for s in active]
+        jobs = [jobs_for(s, rate) for s, rate in zip(active, rates, strict=True)]
+        outcomes = run_jobs(jobs, workers, dask=dask, note=progress)
         count += len(jobs)
-        for search, outcome in zip(active, outcomes, strict=True):
+        for search, rate, outcome in zip(active, rates, outcomes, strict=True):
             if isinstance(outcome, str):
+                point = f"{search.label} at {rate:.4g} requests/s"
                 search.error = outcome
-                failed.setdefault(search.index, f"{search.label}: {outcome}")
+                failed.setdefault(search.index, f"{point}: {outcome}")
                 if progress is not None:
-                    progress(f"{names[search.index]} {search.label}: failed: {outcome}")
+                    progress(f"{names[search.index]} {point}: failed: {outcome}")
                 continue
             search.points.append(outcome)
             search.search.record(outcome.rps, outcome.meets)
@@ -116,9 +119,15 @@ def _run_searches(searches: list[_Search], jobs_for: Callable[[_Search, float], 
                          f"({result.simulations} simulations)")
 
 
-def _check_jobs(jobs: Any) -> int:
+def _check_jobs(jobs: Any, dask: Any) -> int:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise KvroofError(f"jobs: expected a positive integer, got {short_repr(jobs)}")
+    if dask is not None:
+        if not isinstance(dask, str) or not dask.strip():
+            raise KvroofError(f"dask: expected a scheduler address (tcp://host:8786), got "
+                              f"{short_repr(dask)}")
+        if jobs != 1:  # as kvroof sweep: the cluster has its own workers
+            raise KvroofError("dask: give jobs (local processes) or dask (a cluster), not both")
     return jobs
 
 
@@ -130,8 +139,8 @@ def plan(model: str, candidates: Sequence[str | Candidate],
          dram_cache: float | None = None, deployment: Mapping[str, Any] | None = None,
          simulation: SimSettings | None = None, search: SearchSettings | None = None,
          output_tokens: str | None = None, format: str | None = None, skip_bad: bool = False,
-         seed: int = 0, jobs: int = 1, registry: Registry | None = None,
-         progress: Progress | None = None) -> Plan:
+         seed: int = 0, jobs: int = 1, dask: str | None = None,
+         registry: Registry | None = None, progress: Progress | None = None) -> Plan:
     """Plan offloading for ``model`` on each of ``candidates`` (``SYSTEM[:TP][xREPLICAS]`` or
     :class:`~kvroof.plan.inputs.Candidate`) serving ``workload`` (a trace file, a preset:
     ``chat``, ``docqa``, ``agentic``, a :class:`~kvroof.plan.workloads.WorkloadSummary` or a
@@ -146,10 +155,13 @@ def plan(model: str, candidates: Sequence[str | Candidate],
     load mode, router, budgets, the offloading arm's cache policy, a cache tier; SLOs and
     ``dram_cache`` are set here); ``search``: tolerance, first rate, curve sizes;
     ``output_tokens``: output lengths replacing the trace's; ``seed``: arrivals and synthetic
-    workloads; ``jobs``: local worker processes; ``progress``: told a line per finished search.
+    workloads; ``jobs``: local worker processes; ``dask``: the address of an existing Dask
+    cluster to run the simulations on instead (``tcp://host:8786``; needs the
+    ``kvroof[distributed]`` extra; not with ``jobs``); ``progress``: told a line per finished
+    search (and when Dask workers leave).
     """
     start = time.perf_counter()
-    workers = _check_jobs(jobs)
+    workers = _check_jobs(jobs, dask)
     objectives = Objectives.given(slo_ttft, slo_tpot, slo_percentile)
     prices = Prices(gpu_hour_price, dram_gb_price)
     search = search or SearchSettings()
@@ -195,8 +207,8 @@ def plan(model: str, candidates: Sequence[str | Candidate],
     share_trace(key, work.trace, registry)
     try:
         return _plan(resolved, work, key, objectives, prices, search, target, base,
-                     dram_cache, settings, seed, skip_bad, workers, context, registry, progress,
-                     start)
+                     dram_cache, settings, seed, skip_bad, (workers, dask), context, registry,
+                     progress, start)
     finally:
         forget_trace(key)
 
@@ -204,9 +216,11 @@ def plan(model: str, candidates: Sequence[str | Candidate],
 def _plan(resolved: list[ResolvedCandidate], work: PlanWorkload, key: str,
           objectives: Objectives, prices: Prices, search: SearchSettings, target: float | None,
           base: SimSettings, dram_cache: float | None, settings: dict[str, Any], seed: int,
-          skip_bad: bool, workers: int, context: int | None, registry: Registry,
-          progress: Progress | None, start: float) -> Plan:
-    """:func:`plan` once its inputs are checked and the trace is registered as ``key``."""
+          skip_bad: bool, where: tuple[int, str | None], context: int | None,
+          registry: Registry, progress: Progress | None, start: float) -> Plan:
+    """:func:`plan` once its inputs are checked and the trace is registered as ``key``
+    (``where``: local worker processes and the Dask address or ``None``)."""
+    workers, dask = where
     labels = [r.label for r in resolved]
     offloading = dataclasses.replace(base, dram_cache=dram_cache)
     without = dataclasses.replace(base, cache_policy="recompute", dram_cache=None, tier=None,
@@ -254,7 +268,7 @@ def _plan(resolved: list[ResolvedCandidate], work: PlanWorkload, key: str,
     first = [_Search(i, "without offloading", without, None, None,
                      RateSearch(guess(i), search.tolerance))
              for i in range(len(resolved)) if i not in failed]
-    simulations = _run_searches(first, job, workers, failed, progress, labels)
+    simulations = _run_searches(first, job, workers, failed, progress, labels, dask)
     second: list[_Search] = []
     for s in first:
         if s.index in failed:
@@ -262,7 +276,9 @@ def _plan(resolved: list[ResolvedCandidate], work: PlanWorkload, key: str,
         res = resources[s.index]
         found = s.search.outcome()
         start_rate = found.rate if found.rate > 0 else guess(s.index)
-        step = 1.5 if found.rate > 0 else 2.0
+        # from a found rate, x1.5 (a coarser tolerance than 25% needs a wider step: the
+        # search stops within 1 + tolerance of its bracket)
+        step = max(1.5, 1 + 2 * search.tolerance) if found.rate > 0 else 2.0
         per_token = res.host_bytes_per_token
         default_bytes = res.dram_tokens * per_token if math.isfinite(res.dram_tokens) \
             else math.inf
@@ -287,7 +303,7 @@ def _plan(resolved: list[ResolvedCandidate], work: PlanWorkload, key: str,
                     s.label)
         say(f"searching with offloading: the default host memory and {sized} sizes of the "
             "host-memory curve")
-    simulations += _run_searches(second, job, workers, failed, progress, labels)
+    simulations += _run_searches(second, job, workers, failed, progress, labels, dask)
     plans = []
     for index, cand in enumerate(resolved):
         if index in failed:

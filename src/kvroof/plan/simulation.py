@@ -7,19 +7,23 @@ draw rescaled) with :func:`kvroof.simulate.runner.simulate` and returns the figu
 reads (:class:`RunPoint`): the objectives' percentiles, goodput, throughput, hit rates per
 tier, link and compute use, what limited the batches.
 
-:func:`run_jobs` runs a batch in this process or on ``jobs`` worker processes
+:func:`run_jobs` runs a batch in this process, on ``jobs`` worker processes
 (:func:`kvroof.simulate.sweep_pool.run_in_processes`, the pool of ``kvroof sweep --jobs``: it
-stops at once on Ctrl-C). Traces are registered by key (:func:`share_trace`) before the
-workers start, so forked workers find them without copying; under another start method each
-job carries its trace. The registry of specs (the user's spec folders) travels the same way. A
-job that fails returns its error as text.
+stops at once on Ctrl-C) or on an existing Dask cluster
+(:func:`kvroof.simulate.sweep_dask.run_on_dask`, as ``kvroof sweep --dask``: it cancels what it
+submitted on the way out). Traces are registered by key (:func:`share_trace`) before the
+workers start, so forked workers find them without copying; under another start method, and on
+Dask, each job carries its trace. The registry of specs (the user's spec folders) travels the
+same way. A job that fails, or that its worker or the cluster loses, returns its error as text.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import multiprocessing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,17 +158,34 @@ def run_job(job: SimJob) -> RunPoint | str:
         return f"{type(error).__name__}: {' '.join(str(error).split())}"
 
 
-def run_jobs(jobs: Sequence[SimJob], workers: int = 1) -> list[RunPoint | str]:
-    """Each job's :func:`run_job`, in order; on ``workers`` local processes when more than one
-    (and more than one job)."""
-    if workers <= 1 or len(jobs) <= 1:
-        return [run_job(job) for job in jobs]
-    from kvroof.simulate.sweep_pool import Lost, run_in_processes
+def _carrying(jobs: Sequence[SimJob]) -> list[SimJob]:
+    """``jobs`` with their trace and registry aboard (for workers that do not inherit them)."""
+    return [job if job.shared is not None else
+            dataclasses.replace(job, shared=_TRACES[job.trace_key]) for job in jobs]
 
-    if multiprocessing.get_start_method() != "fork":  # workers do not inherit the traces
-        jobs = [job if job.shared is not None else
-                SimJob(**{**job.__dict__, "shared": _TRACES[job.trace_key]}) for job in jobs]
+
+def run_jobs(jobs: Sequence[SimJob], workers: int = 1, *, dask: str | None = None,
+             note: Callable[[str], None] | None = None) -> list[RunPoint | str]:
+    """Each job's :func:`run_job`, in order: on the Dask cluster at ``dask`` when given (``note``
+    is told when its workers leave), else on ``workers`` local processes when more than one
+    (and more than one job), else here. A job its worker or the cluster lost gets the reason
+    as its error; a cluster that cannot be reached is a :class:`~kvroof.errors.KvroofError`."""
+    from kvroof.simulate.sweep_pool import Lost
+
     results: list[RunPoint | str] = ["not run"] * len(jobs)
-    for position, outcome in run_in_processes(run_job, jobs, min(workers, len(jobs))):
-        results[position] = outcome.reason if isinstance(outcome, Lost) else outcome
+    if dask is not None and jobs:
+        from kvroof.simulate.sweep_dask import run_on_dask
+
+        outcomes = run_on_dask(run_job, _carrying(jobs), dask, note=note)
+    elif workers <= 1 or len(jobs) <= 1:
+        return [run_job(job) for job in jobs]
+    else:
+        from kvroof.simulate.sweep_pool import run_in_processes
+
+        if multiprocessing.get_start_method() != "fork":  # workers do not inherit the traces
+            jobs = _carrying(jobs)
+        outcomes = run_in_processes(run_job, jobs, min(workers, len(jobs)))
+    with contextlib.closing(outcomes):
+        for position, outcome in outcomes:
+            results[position] = outcome.reason if isinstance(outcome, Lost) else outcome
     return results

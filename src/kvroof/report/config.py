@@ -33,6 +33,7 @@ __all__ = [
     "MAX_CONFIG_BYTES",
     "MAX_SYNTHETIC_REQUESTS",
     "HardwarePair",
+    "PlanningReport",
     "ReportConfig",
     "load_report_config",
 ]
@@ -145,6 +146,82 @@ class SimulationReport(_Strict):
         return path
 
 
+def _quantity(kind: str) -> Any:
+    """A validator reading a quantity written with its unit ("2 s", "500 GB") as SI."""
+    def read(value: object) -> float:
+        from kvroof.units import Kind, parse_quantity
+
+        if isinstance(value, bool) or not isinstance(value, str):
+            raise ValueError(f"expected a {kind} with its unit (like "
+                             f"{Kind(kind).example!r}), got {short_repr(value)}")
+        try:
+            return parse_quantity(value, Kind(kind))
+        except KvroofError as error:
+            raise ValueError(str(error)) from None
+    return BeforeValidator(read)
+
+
+def _candidate(text: str) -> str:
+    """``SYSTEM[:TP][xREPLICAS]``, as ``kvroof plan --candidate`` reads it."""
+    from kvroof.plan.inputs import Candidate
+
+    try:
+        Candidate.parse(text)
+    except KvroofError as error:
+        raise ValueError(str(error).removeprefix("candidate: ")) from None
+    return text
+
+
+_Time = Annotated[float, _quantity("time"), Field(gt=0)]
+_Bytes = Annotated[float, _quantity("capacity"), Field(gt=0)]
+_Price = Annotated[float, BeforeValidator(_finite), Field(ge=0)]
+
+
+class PlanningReport(_Strict):
+    """The planning section (``kvroof plan``, docs/plan.md): will offloading KV to host memory
+    pay for ``model`` on each of ``candidates`` (``SYSTEM[:TP][xREPLICAS]``) serving a workload
+    preset (default ``chat``, the Mooncake trace shipped with kvroof). Kept small for the
+    report's time: a coarse rate tolerance and one host-memory size beside each system's own
+    (``dram_sizes: null``: the plan's whole curve, about three times the simulations)."""
+
+    model: str = "deepseek-v3"
+    """One of the report's default models whose context holds the shipped trace's longest
+    prompt (Qwen3-235B-A22B's 32,768 tokens does not)."""
+    candidates: list[Annotated[str, AfterValidator(_candidate)]] = Field(
+        default_factory=lambda: ["hgx-h200:8", "hgx-b200:8"], min_length=1)
+    workload: Literal["chat", "docqa", "agentic"] = "chat"
+    slo_ttft: _Time | None = None
+    """TTFT objective with its unit ("2 s"); with neither objective, MLPerf's 2 s and 200 ms."""
+    slo_tpot: _Time | None = None
+    slo_percentile: Annotated[float, BeforeValidator(_finite), Field(gt=0, le=100)] = 90.0
+    tolerance: Annotated[float, BeforeValidator(_finite), Field(gt=0, lt=1)] = 0.25
+    """The rate search stops when the failing rate is within this share of the meeting one."""
+    dram_sizes: list[_Bytes] | None = Field(default_factory=lambda: [500e9], min_length=1)
+    """Host memory per replica of the curve, with units ("500 GB"), beside each system's own."""
+    target_rps: Annotated[float, BeforeValidator(_finite), Field(gt=0)] | None = None
+    """GPUs for this rate; null: the trace's recorded arrival rate (requests over the span of
+    its timestamps)."""
+    gpu_hour_price: _Price | None = None
+    dram_gb_price: _Price | None = None
+    skip_bad: bool = False
+    """Skip requests longer than the model's context (counted) instead of stopping."""
+
+    @field_validator("candidates")
+    @classmethod
+    def _once(cls, candidates: list[str]) -> list[str]:
+        twice = next((c for i, c in enumerate(candidates) if c in candidates[:i]), None)
+        if twice is not None:
+            raise ValueError(f"{twice} given twice")
+        return candidates
+
+    @field_validator("dram_gb_price")
+    @classmethod
+    def _with_gpu_price(cls, price: float | None, info: ValidationInfo) -> float | None:
+        if price is not None and info.data.get("gpu_hour_price") is None:
+            raise ValueError("give gpu_hour_price too (a cost per token needs it)")
+        return price
+
+
 class WorkloadDeployment(_Strict):
     """Hardware for the workload table: a system, or an accelerator on a link, and a TP degree."""
 
@@ -208,6 +285,9 @@ class ReportConfig(_Strict):
     simulation: SimulationReport | None = Field(default_factory=lambda: SimulationReport())
     """The serving-simulation section (by default the Mooncake slice shipped with kvroof on four
     paper testbeds; ``simulation: null`` leaves it out)."""
+    planning: PlanningReport | None = Field(default_factory=lambda: PlanningReport())
+    """The planning section (``kvroof plan`` on the shipped trace; ``planning: null`` leaves it
+    out)."""
     measurements: Path | None = None
     """A `kvroof measure` output folder: calibrate on it and add measured-vs-predicted figures."""
     measured_system: str | None = None
@@ -319,6 +399,18 @@ class ReportConfig(_Strict):
                 except KvroofError as error:
                     raise SpecError(str(error), path,
                                     f"simulation.paper_load_models[{i}]") from None
+        if self.planning is not None:
+            from kvroof.plan.candidates import resolve_candidate
+            from kvroof.plan.inputs import Candidate
+
+            settings = {k: v for k, v in self.settings().items() if k != "tp" and v is not None}
+            for i, text in enumerate(self.planning.candidates):
+                try:  # the weights fit (the trace's longest request is the plan's to check)
+                    resolve_candidate(self.planning.model, Candidate.parse(text), settings,
+                                      registry)
+                except KvroofError as error:
+                    raise SpecError(str(error).removeprefix(f"candidate {text}: "), path,
+                                    f"planning.candidates[{i}]") from None
 
     def check_names(self, registry: Registry, path: Path | str = "<config>") -> None:
         """Raise a one-line error for any unknown model, accelerator, link or system, or a
@@ -344,6 +436,16 @@ class ReportConfig(_Strict):
                        ("simulation.system", "system", self.simulation.system),
                        *((f"simulation.paper_load_models[{i}]", "model", m)
                          for i, m in enumerate(self.simulation.paper_load_models))]
+        if self.planning is not None:
+            from kvroof.plan.inputs import Candidate
+
+            checks.append(("planning.model", "model", self.planning.model))
+            for i, text in enumerate(self.planning.candidates):
+                name = Candidate.parse(text).name
+                try:  # a system, else an accelerator (as kvroof plan reads it)
+                    registry.system(name)
+                except LookupError:
+                    checks.append((f"planning.candidates[{i}]", "accelerator", name))
         for i, entry in enumerate(self.workload_deployments):
             if (entry.system is None) == (entry.accelerator is None):
                 raise SpecError("give a system or an accelerator (not both)", path,

@@ -79,6 +79,9 @@ SECTIONS: Final[tuple[tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ..
      (("validation", "validation"),)),
     ("simulation", "Serving simulation", ("paper-loads", "simulation"),
      (("simulation-ttft", "simulation"), ("simulation-timeline", "simulation"))),
+    ("planning", "Planning: KV offloading for your traffic", ("planning", "planning_basis"),
+     (("planning-rate", "planning"), ("planning-memory", "planning"),
+      ("planning-threshold", "planning"))),
 )
 """(name, title, table keys, (figure key, the table it goes under)) of each section, in order.
 A table or figure not named here goes to a last section, "More"."""

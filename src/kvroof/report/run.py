@@ -111,6 +111,14 @@ def _build_into(
         say("[0] serving simulation")
         section = simulation_section(config, reg)
         specs += section.figures
+    planning = None
+    if config.planning is not None:
+        from kvroof.report.planning import planning_section
+
+        say(f"[0] planning: kvroof plan for {config.planning.model} on "
+            f"{', '.join(config.planning.candidates)}")
+        planning = planning_section(config, reg)
+        specs += planning.figures
     steps = len(specs) + 2
     say(f"[1/{steps}] tables: paper mode, full mode, measured points, what-ifs, workloads, "
         "validation")
@@ -131,6 +139,8 @@ def _build_into(
     tables += validation_tables(validation_result)
     if section is not None:
         tables += section.tables
+    if planning is not None:
+        tables += planning.tables
     from kvroof.plot.figure_data import figure_csv, figure_data, interactive_svg
 
     figures = []
