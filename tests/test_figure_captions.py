@@ -70,3 +70,33 @@ def test_explore_readout_in_human_units() -> None:
     value = explorer.readout.value
     assert "e+0" not in value and "T = 32,768, K = 200,000" in value
     assert " s</b>" in value
+
+
+def test_each_caption_says_which_compute_model_timed_it() -> None:
+    # the default report sets no compute_model, so every deployment is timed by the roofline
+    specs = {k: make for k, _, make in figure_specs(ReportConfig(), REG, validate(registry=REG))}
+    roofline = ("Compute model: roofline (one whole-model roofline at each accelerator's "
+                "achievable compute).")
+    for key in ("ceilings", "overhead", "breakdown"):
+        assert specs[key]()[1].endswith(" " + roofline), key
+    assert specs["roofline-paper"]()[1].endswith(
+        "Compute: the paper's Eq. 6 with the paper's own C (a formula, not one of kvroof's "
+        "compute models).")
+    assert specs["validation"]()[1].endswith(
+        "Compute model: roofline (kvroof validate's setting; the tables give each case's "
+        "prediction).")
+
+
+def test_kernel_and_auto_captions_name_the_tables_and_what_fell_back() -> None:
+    from kvroof.report.compute_labels import compute_model_sentence
+
+    h200, mi300x = REG.accelerator("h200"), REG.accelerator("mi300x")
+    # src/kvroof/kernels/data/index.json: h200's GEMM table is aiconfigurator's vLLM 0.24.0
+    # data at commit 095f58a51c4c...; no table covers mi300x
+    source = "ai-dynamo/aiconfigurator @095f58a (GEMMs timed on vllm 0.24.0)"
+    assert compute_model_sentence("auto", [h200, mi300x, h200]) == (
+        f"Compute model: auto: kernels on h200, from the measured tables of {source}; "
+        "roofline on mi300x (no kernel tables).")
+    assert compute_model_sentence("kernels", [mi300x]) == (
+        "Compute model: kernels: every op at its roofline on mi300x (no kernel tables).")
+    assert compute_model_sentence("roofline", [h200]).startswith("Compute model: roofline")

@@ -20,6 +20,7 @@ from kvroof.cost.memory_fit import fit_problem
 from kvroof.cost.timing import ttft
 from kvroof.report.config import ReportConfig
 from kvroof.report.tables import kappa_cell, paper_input_kappa
+from kvroof.specs.hardware import Accelerator
 from kvroof.specs.registry import Registry
 from kvroof.validation.run import ValidationResult
 
@@ -299,7 +300,7 @@ def figure_specs(config: ReportConfig, reg: Registry,
             f"Predicted against measured for {len(ratios)} published measurements: {within} "
             "within a factor 2 with engine profiles.")
 
-    return [
+    specs: list[FigureSpec] = [
         *measured,
         ("roofline", "Offload roofline (full mode)", roofline("full")),
         ("roofline-paper", "Offload roofline (paper mode)", roofline("paper")),
@@ -314,3 +315,63 @@ def figure_specs(config: ReportConfig, reg: Registry,
         ("workloads", "Workload distributions and kappa_crit", workloads),
         ("validation", "How good is the model: predicted against measured", validation),
     ]
+    return [(key, title, _labelled(make, _compute_note(key, config, reg, validation_result)))
+            for key, title, make in specs]
+
+
+def _compute_note(key: str, config: ReportConfig, reg: Registry,
+                  validation_result: ValidationResult) -> Callable[[], str]:
+    """The compute-model sentence of figure ``key`` (:mod:`kvroof.report.compute_labels`),
+    from the report's setting and the accelerators the figure draws."""
+    from kvroof.report.compute_labels import (
+        MEASUREMENT_SENTENCE,
+        PAPER_SENTENCE,
+        compute_model_sentence,
+    )
+
+    setting = str(config.settings().get("compute_model", "roofline"))
+
+    def systems(*names: str) -> list[Accelerator]:
+        return [reg.accelerator(reg.system(name).accelerator) for name in names]
+
+    def placed(*models: str) -> list[Accelerator]:
+        return [config.placed(model, reg).accelerator for model in models]
+
+    def families() -> list[Accelerator]:
+        from kvroof.report.families import FAMILY_PLACEMENTS
+
+        return systems(*(p.system for p in FAMILY_PLACEMENTS))
+
+    def workloads() -> list[Accelerator]:
+        from kvroof.report.workloads import report_deployments
+
+        return [d.accelerator for d in report_deployments(config, reg, config.settings())]
+
+    drawn: dict[str, Callable[[], list[Accelerator]]] = {
+        "roofline": lambda: [reg.accelerator(p.accelerator) for p in config.hardware],
+        "ceilings": lambda: placed(config.models[0]),
+        "kappa-vs-t": lambda: systems(*config.regime_systems) + placed(*config.models),
+        "families": families,
+        "overhead": lambda: systems(config.testbed),
+        "what-if": lambda: placed(*config.models),
+        "breakdown": lambda: placed(config.models[0]),
+        "workloads": workloads,
+    }
+    fixed = {
+        "roofline-paper": PAPER_SENTENCE,
+        "link": MEASUREMENT_SENTENCE,
+        "calibration": "Compute model: roofline, calibrated on these measurements.",
+        "validation": f"Compute model: {validation_result.compute_model} (kvroof validate's "
+                      "setting; the tables give each case's prediction).",
+    }
+    if key in fixed:
+        return lambda: fixed[key]
+    return lambda: compute_model_sentence(setting, drawn[key]())
+
+
+def _labelled(make: Callable[[], Made], note: Callable[[], str]) -> Callable[[], Made]:
+    """``make`` with the compute-model sentence ``note`` appended to its caption."""
+    def run() -> Made:
+        fig, caption, alt = make()
+        return fig, f"{caption} {note()}", alt
+    return run
