@@ -241,16 +241,16 @@ def _plan(resolved: list[ResolvedCandidate], work: PlanWorkload, key: str,
         installed.append(own.dram_tokens * own.host_bytes_per_token
                          if math.isfinite(own.dram_tokens) else math.inf)
 
-    # The simulator fills host DRAM only by write-back; an engine whose write-back is not in
-    # the prefill step (vLLM's deferred store, TensorRT-LLM's on eviction) still stores the
-    # prompt, after it: the offloading arm saves asynchronously, on its own link direction.
-    stored = [cand.dep if cand.dep.write_back else dataclasses.replace(cand.dep, write_back=True)
-              for cand in resolved]
-
+    # The offloading arm stores each computed block to host DRAM as the engine profile says
+    # (vLLM's offloading connector and SGLang's write-through store as computed); a profile that
+    # stores nothing is planned as if it stored as computed (what offloading needs), and says so.
     def job(s: _Search, rate: float) -> SimJob:
         cand = resolved[s.index]
-        dep = stored[s.index] if s.settings.cache_policy != "recompute" else cand.dep
-        return SimJob(key, dep, cand.replicas, s.settings, rate, objectives, seed, skip_bad)
+        settings = s.settings
+        if settings.cache_policy != "recompute" and settings.offload_store is None \
+                and cand.dep.engine is not None and cand.dep.engine.offload_store == "none":
+            settings = dataclasses.replace(settings, offload_store="as-computed")
+        return SimJob(key, cand.dep, cand.replicas, settings, rate, objectives, seed, skip_bad)
 
     def guess(index: int) -> float:
         if search.first_rate is not None:

@@ -118,16 +118,17 @@ def validity_of(dep: Deployment, settings: SimSettings, *, threshold_values: Seq
     compute = {"roofline": "roofline (one whole-model roofline at the achievable figures)",
                "kernels": "kernels (measured kernel tables, op by op)",
                "auto": "auto (kernel tables where they cover the accelerator, else roofline)"}
-    deferred = "" if dep.write_back else (
-        " (the engine profile's write-back is not in the prefill step, so the loads' costs "
-        "leave it out; the simulated offloading arm still stores each prompt, after its "
-        "prefill, as a deferred store does)")
+    profile_store = dep.engine.offload_store if dep.engine is not None else "as-computed"
+    store = ("each computed block stored to host DRAM as it is computed, on its own link "
+             "direction (vLLM's offloading connector, SGLang's write-through)")
+    if profile_store == "none":
+        store += ("; the engine profile stores nothing, so the offloading arm is planned as if "
+                  "it stored as computed")
     semantics = (f"kvroof's vLLM-v1-style engine (kvroof simulate): {settings.scheduler} "
                  f"scheduler, {settings.load_mode} loads, {settings.router} routing, prefix "
                  "cache in HBM (LRU) and host DRAM keyed by the trace's prefix blocks, "
-                 f"prompts written back to host DRAM at prefill end on their own link "
-                 f"direction{deferred}; without offloading: HBM prefix cache only (cache "
-                 "policy recompute)")
+                 f"{store}; without offloading: HBM prefix cache only (cache policy "
+                 "recompute)")
     return Validity(
         compute_model=compute.get(str(dep.compute_model), str(dep.compute_model)),
         engine=(f"{engine}: {dep.engine.label}" if dep.engine is not None
