@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kvroof.cost.split import balanced_split
+from kvroof.simulate.kv_groups import chunk_window, slide_window, window_hit
 from kvroof.simulate.prefix_blocks import cache_upto, touched_blocks
 from kvroof.simulate.replica_state import ReplicaState
 from kvroof.simulate.request import LOADING, PREFILL, READY, Request
@@ -39,6 +40,8 @@ class ReplicaAdmission(ReplicaState):
         ids = request.block_ids
         ends = request.block_ends
         hbm = self.pool.match(ids) if self.pool.caching else 0
+        if hbm and self.groups is not None:  # the window layers' blocks at the hit point
+            hbm = window_hit(self.pool, request, hbm, self.groups.need)[0]
         host = tier = 0
         if self.external:
             host = self.host.match_from(ids, hbm)
@@ -96,9 +99,17 @@ class ReplicaAdmission(ReplicaState):
         if request.state == READY:
             rest = request.prompt - request.prefilled
             n = rest if rest < budget else budget
-            if not pool.allocate(n):
+            groups = self.groups
+            window = 0
+            if groups is not None:
+                slide_window(pool, request, groups, request.prefilled)
+                window = chunk_window(request, groups, n, n == rest) * groups.window_units
+            if not pool.allocate(n * pool.full_units + window):
                 return BLOCKED, 0
-            request.private += n
+            request.private += n * pool.full_units + window
+            if window:
+                assert groups is not None
+                request.window += window // groups.window_units
             if pool.caching:
                 cache_upto(pool, request, request.prefilled + n)
             self._start(request, n)
@@ -136,9 +147,21 @@ class ReplicaAdmission(ReplicaState):
         n = 0 if asynchronous else (rest if rest < budget else budget)
         state = self.res.state_tokens  # a linear layer's fixed state, once per request
         pinned = request.block_ids[:blocks]
+        units = (external + n) * pool.full_units + state
+        groups = self.groups
+        window = window_from = 0
+        if groups is not None:  # the hit's window blocks; the window of what it loads
+            if blocks:
+                pinned = pinned + window_hit(pool, request, blocks, groups.need)[1]
+            window_from = max(hbm_tokens, hbm_tokens + external - groups.need)
+            request.window = hbm_tokens + external - window_from
+            window = request.window + chunk_window(request, groups, n,
+                                                   n == rest and not asynchronous)
+            units += window * groups.window_units
         if pinned:
             pool.pin(pinned)
-        if not pool.allocate(external + n + state):
+        if not pool.allocate(units):
+            request.window = 0
             if pinned:
                 pool.unpin(pinned)
             self._tried.append((request, blocks))
@@ -153,7 +176,9 @@ class ReplicaAdmission(ReplicaState):
         request.computed = request.prompt - hbm_tokens - external - recompute
         request.loaded = external
         request.load_time = seconds
-        request.private = external + n + state
+        request.private = units
+        request.window = window
+        request.window_from = window_from
         request.prefilled = hbm_tokens + external
         if external:
             self._touch(request, blocks, host, tier)

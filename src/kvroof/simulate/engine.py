@@ -50,6 +50,7 @@ import math
 from kvroof.errors import KvroofError
 from kvroof.simulate.admission import ReplicaAdmission
 from kvroof.simulate.fast_forward import ReplicaFastForward
+from kvroof.simulate.kv_groups import chunk_window, close_window, slide_window
 from kvroof.simulate.prefix_blocks import cache_upto
 from kvroof.simulate.replica_state import Finish
 from kvroof.simulate.request import LOADING, PREFILL, READY, WAITING, Request
@@ -155,6 +156,7 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
                 self.pool.release(request.private)
                 self.pool.unpin(request.pinned)
                 request.private = 0
+                request.window = 0
                 request.pinned = []
                 request.cached = 0
                 request.state = WAITING
@@ -174,7 +176,10 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
             decodes = self.decodes
             left = self.res.budget - decodes
             chunks: list[tuple[Request, int, int, bool]] = []
-            need = decodes
+            units = pool.full_units
+            groups = self.groups
+            need = decodes * units
+            windows: list[int] = []
             for request in self.prefilling:
                 if left <= 0:
                     break
@@ -182,11 +187,19 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
                 n = rest if rest < left else left
                 chunks.append((request, n, request.prefilled, n == rest))
                 left -= n
-                need += n
+                need += n * units
+                if groups is not None:  # what fell behind the window is freed first
+                    slide_window(pool, request, groups, request.prefilled)
+                    window = chunk_window(request, groups, n, n == rest)
+                    windows.append(window)
+                    need += window * groups.window_units
             if pool.allocate(need):
                 caching = pool.caching
-                for request, n, done, _ in chunks:
-                    request.private += n
+                for i, (request, n, done, _) in enumerate(chunks):
+                    request.private += n * units
+                    if groups is not None:
+                        request.window += windows[i]
+                        request.private += windows[i] * groups.window_units
                     if caching:
                         cache_upto(pool, request, done + n)
                 self._chunks = chunks
@@ -206,7 +219,10 @@ class Engine(ReplicaFastForward, ReplicaAdmission):
         else:
             self.decodes -= 1
             self.decode_base -= request.decode_base
-            request.private += self.step_no - request.join_step
+            request.private += (self.step_no - request.join_step) * self.pool.full_units
+        if request.window:
+            assert self.groups is not None
+            close_window(self.pool, request, self.groups)
         self.pool.release(request.private)
         self.pool.unpin(request.pinned)
         request.private = 0

@@ -53,7 +53,7 @@ class ReplicaFastForward(ReplicaIterations):
                             or finishes[0][2].finish_step != finishes[0][0]):
             heapq.heappop(finishes)
         limit = finishes[0][0] - self.step_no if finishes else 1
-        limit = min(limit, 1 + self.pool.available // decodes)
+        limit = min(limit, 1 + self.pool.available // (decodes * self.pool.full_units))
         if self._tried and limit > 1:
             limit = self._steps_keeping(decodes, limit)
         if limit <= 1:
@@ -131,12 +131,15 @@ class ReplicaFastForward(ReplicaIterations):
         (a shorter hit, another chunk, a hold), so the run must end before."""
         pool = self.pool
         free = pool.capacity - pool.used
-        need = (limit - 1) * decodes - free  # what the whole run would evict
+        per_step = decodes * pool.full_units  # a hybrid pool's windows do not grow in decode
+        need = (limit - 1) * per_step - free  # what the whole run would evict
         if need <= 0:
             return limit
         found: set[int] = set()
         for request, blocks in self._tried:
             found.update(request.block_ids[:blocks])
+            if self.groups is not None:  # and their window blocks
+                found.update(~block for block in request.block_ids[:blocks])
         room = free  # KV the run may take before it evicts a found block
         for block, size in pool.lru.items():  # oldest first: evicted in this order
             if block in found:
@@ -144,12 +147,12 @@ class ReplicaFastForward(ReplicaIterations):
             room += size
             if room - free >= need:
                 return limit
-        return min(limit, 1 + room // decodes)
+        return min(limit, 1 + room // per_step)
 
     def _apply_run(self, run: DecodeRun, steps: int) -> None:
         """The first ``steps`` iterations of a planned run."""
         decodes = run.decodes
-        if steps > 1 and not self.pool.allocate(decodes * (steps - 1)):
+        if steps > 1 and not self.pool.allocate(decodes * (steps - 1) * self.pool.full_units):
             raise KvroofError(f"replica {self.index}: fast-forward ran out of KV space "
                               "(internal error)")
         duration = run.duration(steps)
@@ -187,7 +190,8 @@ class ReplicaFastForward(ReplicaIterations):
         run = self.pending
         if run is None or time <= run.start:
             return False
-        fits = 1 + (self.pool.capacity - self.pool.used) // run.decodes  # steps evicting nothing
+        fits = 1 + (self.pool.capacity - self.pool.used) // (run.decodes * self.pool.full_units)
+        # (steps evicting nothing)
         if fits >= run.steps or run.duration(fits) >= time - run.start:
             return False  # its first evicting step has not started: the cache is as it was
         self._cut(time)

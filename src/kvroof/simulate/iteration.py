@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 
 from kvroof.cost.timing import combine_overlap
+from kvroof.simulate.kv_groups import close_window, slide_window
 from kvroof.simulate.prefix_blocks import full_blocks
 from kvroof.simulate.replica_state import ReplicaState
 from kvroof.simulate.request import DECODE, DONE, Request
@@ -125,6 +126,8 @@ class ReplicaIterations(ReplicaState):
             self._finish(request, time)
             return
         request.state = DECODE
+        if self.groups is not None:  # the window keeps need + 1 positions while it decodes
+            slide_window(self.pool, request, self.groups, request.prompt)
         request.join_step = self.step_no
         request.decode_base = request.prompt - self.step_no
         self.decodes += 1
@@ -175,10 +178,13 @@ class ReplicaIterations(ReplicaState):
             del self.running[request.index]
             self.decodes -= 1
             self.decode_base -= request.decode_base
-            request.private += step - request.join_step
+            request.private += (step - request.join_step) * self.pool.full_units
             self._finish(request, time)
 
     def _finish(self, request: Request, time: float) -> None:
+        if request.window:
+            assert self.groups is not None
+            close_window(self.pool, request, self.groups)
         self.pool.release(request.private)
         self.pool.unpin(request.pinned)
         request.private = 0

@@ -11,6 +11,12 @@ A request's prompt blocks become cached blocks as the chunks that fill them are 
 (:mod:`kvroof.simulate.prefix_blocks`): its private tokens for them move to the cache; a block
 that another request cached meanwhile is shared and the private copy freed. vLLM allocates
 16-token blocks; this pool counts tokens (the rounding wastes at most 15 tokens a request).
+
+For a hybrid model (full-attention and sliding-window layers) the pool counts *units*, one
+token of one KV cache group, as vLLM's hybrid allocator shares one block pool among its groups
+(:mod:`kvroof.simulate.kv_groups`): a token of the full-attention layers takes ``full_units``
+units, and the window layers' blocks that fall behind their window join the cache unpinned
+(:meth:`HbmPool.insert_free`). Otherwise a unit is a token of every layer (``full_units`` 1).
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ class HbmPool:
     """KV space of ``capacity`` tokens with an LRU prefix cache (``caching`` off: no blocks are
     kept after their request)."""
 
-    __slots__ = ("cached", "caching", "capacity", "evictable", "evicted", "lru", "used")
+    __slots__ = ("cached", "caching", "capacity", "evictable", "evicted", "full_units", "lru",
+                 "used")
 
-    def __init__(self, capacity: int, caching: bool = True) -> None:
+    def __init__(self, capacity: int, caching: bool = True, full_units: int = 1) -> None:
         self.capacity = capacity
+        self.full_units = full_units  # units a token of the full-attention layers takes
         self.caching = caching
         self.used = 0
         self.cached: dict[int, list[int]] = {}  # block id -> [tokens, pins]
@@ -121,3 +129,19 @@ class HbmPool:
             pinned.append(block)
             moved += size
         return pinned, moved
+
+    def insert_free(self, keys: list[int], sizes: list[int]) -> int:
+        """Cache blocks a request frees (``sizes`` units each), unpinned at the LRU's newest end
+        in this order: returns the units they keep (a key already cached keeps its entry and the
+        copy is not kept)."""
+        cached = self.cached
+        lru = self.lru
+        kept = 0
+        for key, size in zip(keys, sizes, strict=True):
+            if key in cached:
+                continue
+            cached[key] = [size, 0]
+            lru[key] = size
+            kept += size
+        self.evictable += kept
+        return kept

@@ -20,7 +20,9 @@ kvroof's blocks are the trace's (``block_ids``, ``block_ends``: Mooncake's 512-t
 blocks); a block is *full* once every token up to its end is scheduled. The last block of a
 prompt, usually partial, is cached when the prompt's last token is scheduled (vLLM caches its
 16-token blocks inside it and recomputes the tail; kvroof's coarser blocks would otherwise lose
-up to 511 tokens a prompt).
+up to 511 tokens a prompt). In a hybrid pool a block's size is in the pool's units (its tokens x
+the full-attention groups); the window layers' part is cached as it falls behind the window
+(:mod:`kvroof.simulate.kv_groups`).
 """
 
 from __future__ import annotations
@@ -54,7 +56,10 @@ def cache_upto(pool: HbmPool, request: Request, upto: int) -> None:
     if start >= len(ends) or ends[start] > upto:
         return
     stop = bisect_right(ends, upto, start)
-    pinned, moved = pool.insert(request.block_ids[start:stop], block_sizes(ends[:stop], start))
+    sizes = block_sizes(ends[:stop], start)
+    if pool.full_units != 1:  # a hybrid pool's units (kvroof.simulate.kv_groups)
+        sizes = [size * pool.full_units for size in sizes]
+    pinned, moved = pool.insert(request.block_ids[start:stop], sizes)
     request.pinned.extend(pinned)
     request.private -= moved
     request.cached = stop

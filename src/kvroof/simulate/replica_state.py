@@ -46,7 +46,9 @@ class ReplicaState:
         self.on_finish = on_finish
         self.check = check
         self.m = res.model
-        self.pool = HbmPool(res.hbm_tokens, settings.prefix_caching)
+        self.groups = res.kv_groups  # a hybrid model's KV cache groups (kvroof.simulate.kv_groups)
+        self.pool = HbmPool(res.hbm_tokens, settings.prefix_caching,
+                            self.groups.full if self.groups is not None else 1)
         self.tier = LruTier(res.tier_tokens) if res.tier_model is not None else None
         self.host = LruTier(res.dram_tokens, self.tier)
         self.external = settings.cache_policy != "recompute"

@@ -44,6 +44,7 @@ class Request:
         "loaded", "loading", "output", "passed", "pinned", "preemptions", "prefilled", "preload",
         "preload_sizes", "private",
         "prompt", "replica", "saved", "split_recomputed", "state", "stored", "tier_hit", "user",
+        "window", "window_from",
     )
 
     def __init__(self, index: int, arrival: float, input_tokens: int, output_tokens: int,
@@ -83,6 +84,8 @@ class Request:
         self.finish_step = 0
         self.passed = 0
         self.preemptions = 0
+        self.window = 0  # window-layer tokens it holds privately (hybrid pools only)
+        self.window_from = 0  # the first position of those (kvroof.simulate.kv_groups)
         self.saved = 0  # tokens it stored to host DRAM (all admissions)
         self.first_token_time = -1.0
         self.finish_time = -1.0

@@ -4,10 +4,12 @@
   reserve`` (:mod:`kvroof.cost.memory_fit`, :mod:`kvroof.cost.weights`), in tokens of the
   bytes one rank holds per position (the deployment's ``terms.hold``, the quantity behind
   :func:`kvroof.cost.transfer.kv_bytes_per_rank`). A deployment whose weights do not fit is
-  refused with :func:`kvroof.cost.memory_fit.check_fit`'s one-line error. Window and chunk
-  layers are counted for every token (the engine allocates them whole, as vLLM before its hybrid
-  allocator did), which overstates their footprint; their compute is exact. A linear-attention
-  layer's fixed state takes its bytes once per request.
+  refused with :func:`kvroof.cost.memory_fit.check_fit`'s one-line error. A model with one
+  full-attention and one sliding-window kind counts its KV space as vLLM's hybrid allocator does
+  (:mod:`kvroof.simulate.kv_groups`: ``hbm_tokens`` is then in units of one token of one KV cache
+  group, ``kv_bytes_per_token`` a unit's bytes); other window and chunk mixes are counted for every
+  token (as vLLM before its hybrid allocator), which overstates their footprint; their compute is
+  exact. A linear-attention layer's fixed state takes its bytes once per request.
 - Host DRAM for cached KV, per replica: ``dram_cache`` bytes, or the replica's share (its GPUs
   over the system's) of the system's host memory (``capacity_per_socket x sockets``). Each
   token takes the bytes every loading rank stores (``terms.load`` per position, the quantity
@@ -36,6 +38,7 @@ from kvroof.cost.iteration import IterationModel
 from kvroof.cost.memory_fit import check_fit
 from kvroof.errors import KvroofError
 from kvroof.simulate.kernel_steps import KernelSteps
+from kvroof.simulate.kv_groups import KvGroups, kv_groups
 from kvroof.simulate.settings import SimSettings, vllm_batch_defaults
 from kvroof.specs.registry import Registry, default_registry
 from kvroof.units import Kind, format_quantity
@@ -72,6 +75,20 @@ class ReplicaResources:
     """Engine seconds every iteration adds (the engine profile's ``iteration_overhead``)."""
     frontend: tuple[float, float] = (0.0, 0.0)
     """(per request, per prompt token) seconds the client sees beyond the engine."""
+    kv_groups: KvGroups | None = None
+    """A hybrid model's KV cache groups (None: every layer for every token)."""
+
+    @property
+    def request_space(self) -> int:
+        """The most tokens one request can hold: the KV space less its fixed state and, in a
+        hybrid pool, its window layers' most (a token-budget chunk on ``need`` positions, and
+        the decode token), in full-attention tokens."""
+        space = self.hbm_tokens - self.state_tokens
+        groups = self.kv_groups
+        if groups is None:
+            return space
+        space -= (self.budget + groups.need + 1) * groups.window_units
+        return space // groups.full
 
     @property
     def label(self) -> str:
@@ -135,6 +152,9 @@ def replica_resources(dep: Deployment, settings: SimSettings,
     hold = dep.terms.hold  # KV bytes one rank holds, by term (kvroof.cost.kv_terms)
     per_token = (hold.per_token + sum(c for _, c in hold.windows)
                  + sum(c for _, c in hold.chunks))
+    groups, groups_note = kv_groups(dep)
+    if groups is not None:  # the pool counts units: a token of one KV cache group
+        per_token = groups.unit_bytes
     state_tokens = math.ceil(hold.fixed / per_token) if hold.fixed else 0
     space = (dep.accelerator.hbm_capacity * dep.memory_utilization - dep.weight_bytes.total
              - settings.activation_reserve)
@@ -148,9 +168,8 @@ def replica_resources(dep: Deployment, settings: SimSettings,
         hbm_tokens = settings.kv_tokens
         notes.append(f"KV space set to {hbm_tokens:,} tokens per GPU (the HBM leaves "
                      f"{int(space // per_token):,})")
-    if hold.windows or hold.chunks:
-        notes.append("window and chunk layers are allocated for every token (overstates the "
-                     "KV space in use)")
+    if groups_note:
+        notes.append(groups_note)
     loading_ranks = 1 if dep.loads_on_first_rank_only else dep.tp
     load = dep.terms.load
     host_per_token = (load.per_token + sum(c for _, c in load.windows)
@@ -230,5 +249,5 @@ def replica_resources(dep: Deployment, settings: SimSettings,
         layers=dep.model.num_layers, overlap_efficiency=float(eta), gpus=dep.tp,
         tdp=dep.accelerator.tdp, idle_power=idle, max_context=dep.model.max_context,
         notes=tuple(notes), kernel_steps=KernelSteps(dep) if dep.uses_kernels else None,
-        step_overhead=step_overhead, frontend=frontend,
+        step_overhead=step_overhead, frontend=frontend, kv_groups=groups,
     )

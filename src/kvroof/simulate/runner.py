@@ -71,7 +71,7 @@ def _check_requests(trace: RequestTrace, resources: Sequence[ReplicaResources],
                       f"context ({context:,})", "longer than the context", long.size)
                      for i in long[:1]]
         keep[long] = False
-    capacity = max(res.hbm_tokens - res.state_tokens for res in resources)
+    capacity = max(res.request_space for res in resources)
     need = inputs + np.minimum(outputs, (context or 2**62) - inputs)
     big = np.flatnonzero(keep & (need > capacity))
     problems += [(int(i), f"needs {int(need[i]):,} tokens of KV but the largest replica's KV "
@@ -211,7 +211,7 @@ def simulate(
             arrivals.append((0.0, order, sessions[user][0], user))
         next_session = min(users, len(sessions))
     heapq.heapify(arrivals)
-    capacity = [res.hbm_tokens - res.state_tokens for res in resources]
+    capacity = [res.request_space for res in resources]
     need = (trace.input_tokens + outputs).tolist()
     smallest = min(capacity)
     everyone = list(range(len(engines)))
