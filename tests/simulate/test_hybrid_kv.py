@@ -3,7 +3,7 @@
 in bf16 on one H100: kvroof.cost's layer groups). The rules are vLLM's
 (vllm/v1/core/single_type_kv_cache_manager.py at commit
 129ab7c60cbb8eb11e875373e67f7e521b74aa30, kv_cache_utils.py at
-52b9a57da84e0b9e3ee807f1fcbe5f5a2aec853f; docs/simulate.md, "Hybrid and sliding-window models")."""
+001cabc1be16a59a70d720ed61a13b678c060a18; docs/simulate.md, "Hybrid and sliding-window models")."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ PREFIX_BLOCKS = 32  # 32 blocks of 500 tokens: the 16,000-token shared prefix
 
 def test_capacity_counts_one_group_per_layer_kind() -> None:
     """vLLM groups 18 full and 18 window layers into two groups of 18 layers sharing one pool
-    (group size 18, as 18 < 1.25 x 18): a block of 16 tokens takes 16 x 18 x 2,048 bytes, and a
+    (group size 18, as 18 < 1.5 x 18): a block of 16 tokens takes 16 x 18 x 2,048 bytes, and a
     long prompt takes one block per 16 tokens in the full group plus about 9 in the window
     group. So the pool holds space / (18 x 2,048) tokens of context where the old rule (every
     layer for every token) held space / (36 x 2,048): twice as many."""

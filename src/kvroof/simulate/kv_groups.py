@@ -4,19 +4,24 @@ hybrid KV cache manager keeps them, in one block pool.
 Sources (github.com/vllm-project/vllm):
 
 - vllm/v1/core/kv_cache_utils.py (``_get_kv_cache_groups_uniform_page_size``,
-  ``get_kv_cache_config_from_groups``; commit 52b9a57da84e0b9e3ee807f1fcbe5f5a2aec853f): layers
-  of one spec form groups of ``group_size`` layers (the fewest layers of any spec, or the most
-  when the most are under 1.25x the fewest), so a spec with ``L`` layers gets
-  ``ceil(L / group_size)`` groups; every group shares one pool whose block holds
-  ``block_size`` tokens of ``group_size`` layers.
+  ``get_kv_cache_config_from_groups``, ``get_num_blocks``; commit
+  001cabc1be16a59a70d720ed61a13b678c060a18): layers of one spec form groups of ``group_size``
+  layers (the fewest layers of any spec, or the most when the most are under 1.5x the fewest;
+  1.25x before vLLM PR 36684, as kvroof still has it), so a spec with ``L`` layers gets
+  ``ceil(L / group_size)`` groups, in the order of each spec's first layer; every group shares
+  one pool of ``memory // page_size // group_size`` blocks (``page_size`` one layer's), a block
+  holding ``block_size`` tokens of ``group_size`` layers.
 - vllm/v1/core/single_type_kv_cache_manager.py (commit 129ab7c60cbb8eb11e875373e67f7e521b74aa30):
   ``SlidingWindowManager.get_num_skipped_tokens(n) = max(0, n - W + 1)``;
   ``remove_skipped_blocks`` frees the skipped blocks (highest index first, still hashed) into
-  the free queue when the request's next allocation starts; ``find_longest_cache_hit`` scans
-  from the right for ``cdiv(W - 1, block_size)`` contiguous cached blocks ending at the hit
-  point (or cached blocks from the first on), with the full-attention group's hit as the
-  longest allowed (``HybridKVCacheCoordinator.find_longest_cache_hit`` in
-  vllm/v1/core/kv_cache_coordinator.py).
+  the free queue when the request's next allocation starts (``KVCacheManager.allocate_slots``);
+  ``find_longest_cache_hit`` scans from the right for ``cdiv(W - 1, block_size)`` contiguous
+  cached blocks ending at the hit point (else the cached run from the first block on), with the
+  full-attention group's hit as the longest allowed
+  (``HybridKVCacheCoordinator.find_longest_cache_hit`` in vllm/v1/core/kv_cache_coordinator.py,
+  commit 52b9a57da84e0b9e3ee807f1fcbe5f5a2aec853f). ``KVCacheCoordinator.free`` there frees a
+  finished request's groups in group order; gpt-oss and Gemma 2/3 start with a window layer, so
+  its window blocks queue ahead of its full ones.
 
 kvroof's pool counts *units*: one token of one KV cache group (``group_size`` layers,
 ``unit_bytes`` bytes). A token of the full-attention layers takes ``full`` units (their
@@ -98,7 +103,7 @@ def kv_groups(dep: Deployment) -> tuple[KvGroups | None, str]:
         return None, ("window layers are allocated for every token (their per-layer KV bytes "
                       "differ from the full layers'; vLLM unifies such pages, kvroof does not)")
     fewest, most = min(full_layers, window_layers), max(full_layers, window_layers)
-    size = most if most < 1.25 * fewest else fewest
+    size = most if most < 1.5 * fewest else fewest  # _get_kv_cache_groups_uniform_page_size
     groups = KvGroups(unit_bytes=size * per_full, group_size=size,
                       full=-(-full_layers // size), window=int(span),
                       window_units=-(-window_layers // size))
@@ -164,8 +169,8 @@ def slide_window(pool: HbmPool, request: Request, groups: KvGroups, computed: in
 
 def close_window(pool: HbmPool, request: Request, groups: KvGroups) -> None:
     """The request leaves (finished or preempted): its window positions are freed, the window
-    parts of its cached prompt blocks join the cache (after its full blocks, as vLLM frees the
-    full-attention group first)."""
+    parts of its cached prompt blocks join the cache (before its full blocks, as vLLM frees
+    groups in group order and gpt-oss and Gemma 2/3 start with a window layer)."""
     if request.window:
         upto = request.block_ends[request.cached - 1] if request.cached else 0
         start = request.window_from
