@@ -1,5 +1,5 @@
 """A small serving case file for the serving validation tests: a 0.6B model on two H100s, two
-short stages per condition, so a replay takes a fraction of a second."""
+short stages per condition (one staged run each), so a replay takes a fraction of a second."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ replay:
   engine: vllm-0.12-offload
   block_tokens: 64
   max_num_seqs: 64
-  router: prefix-affinity
+  router: scoring
   workload:
     groups: 3
     prompts_per_group: 2
@@ -26,11 +26,14 @@ replay:
     output_tokens: 16
     stage_duration: 4 s
     throughput: total
+    arrival: poisson
+    stage_interval: 1.5 s
     seed: 3
 conditions:
   - id: small-hbm-only
     label: "HBM only"
     cache_policy: recompute
+    router_weights: "queue=2,kv-utilization=2,prefix=3,host-prefix=0,no-hit-lru=0"
     assumptions: ["a test"]
     excluded_metrics:
       throughput: "a test of an excluded metric"
@@ -42,10 +45,11 @@ conditions:
     label: "with host DRAM"
     cache_policy: load
     dram_cache: 8 GiB
-    write_back: true
+    router_weights: "queue=1,kv-utilization=1,prefix=1,host-prefix=1,no-hit-lru=1"
     assumptions: ["a test"]
     stages:
       - {rate: 3, where: "row 3", mean_ttft: 0.03 s, mean_tpot: 5 ms, mean_e2e: 0.1 s}
+      - {rate: 5, where: "row 5", mean_ttft: 0.03 s, mean_e2e: 0.1 s}
 left_out:
   - what: "p90"
     reason: "a test"

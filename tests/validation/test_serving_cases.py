@@ -24,9 +24,15 @@ def test_builtin_serving_files_load_and_name_known_specs(registry: Registry) -> 
     check_serving_names(files, registry)
     for loaded in files:
         assert loaded.source.url.startswith("https://")
+        # replayed as run: llm-d's scoring router with the guide's weights, the kernel tables
+        # where they cover the accelerator, the engine profile's offload store and write-back
+        assert loaded.replay.router == "scoring" and loaded.replay.compute_model == "auto"
+        assert loaded.replay.workload.arrival == "poisson"  # the profile's load.type
         for condition in loaded.conditions:
             assert condition.assumptions
             assert all(stage.where for stage in condition.stages)
+            assert condition.router_weights is not None
+            assert condition.write_back is None and condition.offload_store is None
 
 
 def test_model_level_loader_skips_the_serving_folder(tmp_path: Path) -> None:
@@ -62,6 +68,14 @@ BROKEN = [
     ("left_out:", "leftout:", "leftout"),
     ("{rate: 3, where: \"row 3\", mean_ttft: 0.03 s, mean_tpot: 5 ms, mean_e2e: 0.1 s}",
      "{rate: 3, where: \"row 3\"}", "conditions[1].stages[0]"),
+    ("no-hit-lru=1", "no-hit-lru=x", "conditions[1].router_weights"),
+    ("prefix=3", "prefixx=3", "conditions[0].router_weights"),
+    ("  router: scoring\n", "  router: least-loaded\n", "conditions[0].router_weights"),
+    ("    arrival: poisson\n", "    arrival: gamma\n", "replay.workload.arrival"),
+    ("    stage_interval: 1.5 s\n", "    stage_interval: -1 s\n",
+     "replay.workload.stage_interval"),
+    ("  router: scoring\n", "  router: scoring\n  compute_model: exact\n",
+     "replay.compute_model"),
 ]
 
 

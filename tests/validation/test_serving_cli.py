@@ -13,10 +13,12 @@ from kvroof.validation.serving import validate_serving
 from tests.validation.serving_fixture import write_small_case
 
 # The keys docs/validation.md documents for `kvroof validate --quantity serving --json`.
-TOP_KEYS = {"scale", "stages", "statistics", "conditions", "left_out"}
+TOP_KEYS = {"scale", "carry_caches", "stages", "statistics", "conditions", "left_out"}
 STAGE_KEYS = {"source", "url", "condition", "label", "rating", "rate_rps", "where",
               "measured_saturated", "simulated_saturated", "requests", "duration_s", "hbm_hit",
-              "host_hit", "wall_s", "metrics"}
+              "host_hit", "preemptions", "replica_share_max", "metrics"}
+CONDITION_KEYS = {"source", "url", "condition", "label", "assumptions", "wall_s", "cpu_s",
+                  "router", "router_weights", "semantics"}
 METRIC_KEYS = {"measured", "simulated", "ratio", "excluded"}
 STATS_KEYS = {"condition", "saturated_included", "ratios", "median_ratio", "worst_ratio",
               "worst_where", "mape"}
@@ -59,11 +61,31 @@ def test_json_has_the_documented_keys(tmp_path: Path,
     assert all(set(s) == STAGE_KEYS for s in data["stages"])
     assert all(set(m) == METRIC_KEYS for s in data["stages"] for m in s["metrics"].values())
     assert all(set(s) == STATS_KEYS for s in data["statistics"])
+    assert all(set(c) == CONDITION_KEYS for c in data["conditions"])
+    assert data["carry_caches"] is True
+    # the router and weights of the small case file (tests/validation/serving_fixture.py)
+    assert [c["router_weights"] for c in data["conditions"]] == [
+        "queue=2,kv-utilization=2,prefix=3,host-prefix=0,no-hit-lru=0",
+        "queue=1,kv-utilization=1,prefix=1,host-prefix=1,no-hit-lru=1"]
     assert {s["condition"] for s in data["statistics"]} == {"small-hbm-only", "small-offload",
                                                             "all"}
 
 
+def test_fresh_stages_flag_runs_each_stage_alone(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    write_small_case(tmp_path)
+    code, out, _ = run(capsys, "validate", "--quantity", "serving", "--cases", str(tmp_path),
+                       "--json", "--fresh-stages")
+    assert code == 0
+    data = json.loads(out)
+    assert data["carry_caches"] is False
+    fresh = validate_serving([tmp_path], carry_caches=False)
+    assert [s["metrics"]["mean_ttft"]["simulated"] for s in data["stages"]] == pytest.approx(
+        [s.simulated.mean_ttft for s in fresh.scores])
+
+
 @pytest.mark.parametrize("argv", [("validate", "--stage-scale", "0.5"),
+                                  ("validate", "--fresh-stages"),
                                   ("validate", "--quantity", "serving", "--case", "x"),
                                   ("validate", "--quantity", "serving", "--stage-scale", "0")])
 def test_flags_that_do_not_apply_are_one_line_errors(

@@ -43,13 +43,18 @@ def register(commands: Any) -> None:
                              "that case with each prediction's inputs")
     parser.add_argument("--quantity", choices=("serving",), default=None,
                         help="serving: replay the published serving runs (validation/serving/) "
-                             "stage by stage with the simulator and score TTFT, TPOT, E2E and "
-                             "throughput instead of the model-level cases (opt-in: about half a "
-                             "minute at full stage length)")
+                             "with the simulator, one staged run per case as inference-perf ran "
+                             "them, and score TTFT, TPOT, E2E and throughput per stage instead "
+                             "of the model-level cases (opt-in: about half a minute of CPU at "
+                             "full stage length)")
     parser.add_argument("--stage-scale", type=float, default=1.0, metavar="X",
                         help="with --quantity serving: simulate each stage for X times its "
                              "published duration (default 1; less is faster, and shortens the "
                              "queues of saturated stages)")
+    parser.add_argument("--fresh-stages", action="store_true",
+                        help="with --quantity serving: simulate each stage alone from empty "
+                             "caches instead of one staged run whose caches carry from stage "
+                             "to stage (as the published runs did)")
     parser.set_defaults(handler=run_validate)
 
 
@@ -159,7 +164,8 @@ def _run_serving(args: argparse.Namespace) -> None:
                               "serving")
     if not (args.stage_scale > 0 and args.stage_scale != float("inf")):
         raise KvroofError(f"--stage-scale: expected a positive number, got {args.stage_scale:g}")
-    result = validate_serving(args.cases, registry_from_args(args), scale=args.stage_scale)
+    result = validate_serving(args.cases, registry_from_args(args), scale=args.stage_scale,
+                              carry_caches=not args.fresh_stages)
     if args.json:
         print_json(result.as_dict())
         return
@@ -167,13 +173,17 @@ def _run_serving(args: argparse.Namespace) -> None:
         print("serving: no serving case files (validation/serving/*.yaml) in the folders given")
         return
     print(f"serving: {len(result.conditions())} cases from {len(result.files)} sources, "
-          f"{len(result.scores)} stages replayed (stage durations x{result.scale:g}, each "
-          "stage from empty caches and drained; ratio = simulated / measured)")
+          f"{len(result.scores)} stages replayed (stage durations x{result.scale:g}, "
+          + ("one staged run per case, drained between stages, caches carried"
+             if result.carry_caches else "each stage alone from empty caches, drained")
+          + "; ratio = simulated / measured)")
     for loaded, condition in result.conditions():
         print()
         print(f"{condition.id}: {condition.label} [{condition.rating}] - {loaded.source.url}")
         header, rows = condition_table(result, condition)
         print_table(rows, header=header)
+        replayed = result.replays[condition.id]
+        print(f"simulated in {replayed.wall:.1f} s wall, {replayed.cpu:.1f} s CPU")
     print(FLAGS_TEXT)
     print()
     print("error per case (worst = farthest from 1 either way; MAPE = mean |ratio - 1|):")
@@ -189,10 +199,12 @@ def run_validate(args: argparse.Namespace) -> None:
     if args.quantity == "serving":
         _run_serving(args)
         return
-    if args.stage_scale != 1.0:
-        from kvroof.errors import KvroofError
+    for flag, given in (("--stage-scale", args.stage_scale != 1.0),
+                        ("--fresh-stages", args.fresh_stages)):
+        if given:
+            from kvroof.errors import KvroofError
 
-        raise KvroofError("--stage-scale: applies to --quantity serving")
+            raise KvroofError(f"{flag}: applies to --quantity serving")
     result = validate(args.cases, registry_from_args(args), compute_model=args.compute_model,
                       ttft_clock=args.ttft_clock)
     if args.case and args.json:

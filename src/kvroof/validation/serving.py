@@ -1,5 +1,6 @@
-"""The ``serving`` quantity of ``kvroof validate``: published serving runs replayed stage by stage
-by the simulator (:mod:`.serving_replay`) and scored per stage and metric.
+"""The ``serving`` quantity of ``kvroof validate``: published serving runs replayed by the
+simulator as they were run (one staged simulation per condition, :mod:`.serving_replay`) and
+scored per stage and metric.
 
 A score is the ratio simulated / measured of one metric of one stage. Per condition (a published
 configuration: a case), over its stages whose measured system was not saturated and its metrics
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kvroof.errors import KvroofError
+from kvroof.simulate.router_weights import RouterWeights
 from kvroof.specs.registry import Registry, default_registry
 from kvroof.validation.serving_cases import (
     METRICS,
@@ -29,7 +31,7 @@ from kvroof.validation.serving_cases import (
     check_serving_names,
     load_serving_cases,
 )
-from kvroof.validation.serving_replay import StageReplay, replay_stage
+from kvroof.validation.serving_replay import ConditionReplay, StageReplay, replay_condition
 
 __all__ = ["SERVING_QUANTITY", "ServingResult", "ServingStats", "StageScore", "serving_stats",
            "validate_serving"]
@@ -116,6 +118,9 @@ class ServingResult:
     scores: tuple[StageScore, ...]
     stats: tuple[ServingStats, ...]
     scale: float
+    replays: dict[str, ConditionReplay]
+    """Per condition id: its simulation(s), their cost and the settings they ran with."""
+    carry_caches: bool = True
 
     def conditions(self) -> list[tuple[ServingFile, Condition]]:
         """Every condition, in file order."""
@@ -124,6 +129,20 @@ class ServingResult:
     def scores_of(self, condition_id: str) -> list[StageScore]:
         """The stages of one condition."""
         return [s for s in self.scores if s.condition.id == condition_id]
+
+    def _run_facts(self, condition_id: str) -> dict[str, Any]:
+        replay = self.replays.get(condition_id)
+        if replay is None:
+            return {}
+        settings = replay.settings
+        weights = settings.get("router_weights")
+        return {
+            "wall_s": replay.wall, "cpu_s": replay.cpu,
+            "router": settings.get("router"),
+            "router_weights": RouterWeights(**weights).text() if isinstance(weights, dict)
+            else None,
+            "semantics": [{"topic": topic, "rule": rule} for topic, rule in replay.semantics],
+        }
 
     def as_dict(self) -> dict[str, Any]:
         """The documented JSON form (SI units; see docs/validation.md)."""
@@ -137,7 +156,8 @@ class ServingResult:
                 "simulated_saturated": s.simulated.saturated,
                 "requests": s.simulated.requests, "duration_s": s.simulated.duration,
                 "hbm_hit": s.simulated.hbm_hit, "host_hit": s.simulated.host_hit,
-                "wall_s": s.simulated.wall, "metrics": {},
+                "preemptions": s.simulated.preemptions,
+                "replica_share_max": s.simulated.replica_share_max, "metrics": {},
             }
             for metric in METRICS:
                 measured = s.measured(metric)
@@ -149,6 +169,7 @@ class ServingResult:
             stages.append(item)
         return {
             "scale": self.scale,
+            "carry_caches": self.carry_caches,
             "stages": stages,
             "statistics": [
                 {"condition": st.condition, "saturated_included": st.saturated_included,
@@ -158,7 +179,8 @@ class ServingResult:
             ],
             "conditions": [
                 {"source": f.name, "url": f.source.url, "condition": c.id, "label": c.label,
-                 "assumptions": list(c.assumptions)} for f, c in self.conditions()
+                 "assumptions": list(c.assumptions), **self._run_facts(c.id)}
+                for f, c in self.conditions()
             ],
             "left_out": [
                 {"source": f.name, "what": item.what, "where": item.where, "value": item.value,
@@ -169,9 +191,11 @@ class ServingResult:
 
 def validate_serving(folders: Iterable[str | Path] | None = None,
                      registry: Registry | None = None, *, scale: float = 1.0,
+                     carry_caches: bool = True,
                      progress: Progress | None = None) -> ServingResult:
-    """Load the serving cases (default: the built-in ones), replay every stage of every
-    condition (stage durations times ``scale``) and score them (module docstring)."""
+    """Load the serving cases (default: the built-in ones), replay every condition (stage
+    durations times ``scale``; ``carry_caches=False``: each stage alone from empty caches) and
+    score its stages (module docstring)."""
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not (
             math.isfinite(scale) and scale > 0):
         raise KvroofError(f"scale: expected a positive number, got {scale!r}")
@@ -179,17 +203,19 @@ def validate_serving(folders: Iterable[str | Path] | None = None,
     files = tuple(load_serving_cases(folders))
     check_serving_names(files, reg)
     scores = []
+    replays: dict[str, ConditionReplay] = {}
     for loaded in files:
         for condition in loaded.conditions:
-            first = 0  # request number of the stage's first request (which prompt it sends)
-            for index, stage in enumerate(condition.stages):
-                if progress is not None:
-                    progress(f"{condition.id} at {stage.rate:g} requests/s")
-                replayed = replay_stage(loaded.replay, condition, stage, index, first,
-                                        scale=scale, registry=reg)
-                first += replayed.requests
-                scores.append(StageScore(loaded, condition, index, stage, replayed))
+            if progress is not None:
+                progress(f"{condition.id}: {len(condition.stages)} stages")
+            replayed = replay_condition(loaded.replay, condition, scale=scale, registry=reg,
+                                        carry_caches=carry_caches)
+            replays[condition.id] = replayed
+            scores += [StageScore(loaded, condition, index, stage, simulated)
+                       for index, (stage, simulated) in enumerate(
+                           zip(condition.stages, replayed.stages, strict=True))]
     stats = [serving_stats([s for s in scores if s.condition.id == c.id], c.id, included)
              for f in files for c in f.conditions for included in (False, True)]
     stats += [serving_stats(scores, "all", included) for included in (False, True)]
-    return ServingResult(files, tuple(scores), tuple(stats), float(scale))
+    return ServingResult(files, tuple(scores), tuple(stats), float(scale), replays,
+                         carry_caches)

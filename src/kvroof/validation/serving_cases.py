@@ -2,9 +2,10 @@
 latency and throughput), one YAML file per source under ``validation/serving/``.
 
 A file holds the ``source`` (title, URL), the ``replay`` (what the simulator is given: model,
-hardware, replicas, engine settings, router, and the ``workload`` of shared-prefix groups and
-Poisson stages), the ``conditions`` (one per published configuration, e.g. HBM only and with a
-host tier, each with its cache settings and its ``stages``: one measured row per request rate)
+hardware, replicas, engine settings, compute model, router, and the ``workload`` of shared-prefix
+groups and stages as inference-perf runs them), the ``conditions`` (one per published
+configuration, e.g. HBM only and with a host tier, each with its cache settings, its router
+weights and its ``stages``: one measured row per request rate)
 and ``left_out`` (numbers the source gives that are not scored, each with the reason). Every
 condition lists its ``assumptions``; a stage whose measured system was saturated says so
 (``saturated``, with the reason in ``where`` or ``notes``), and is shown and counted apart, never
@@ -23,9 +24,11 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from kvroof.cost.compute_figures import ComputeModel
 from kvroof.errors import KvroofError, SpecError, short_repr
 from kvroof.files.yaml_reading import load_yaml_file
-from kvroof.simulate.settings import Router
+from kvroof.simulate.router_weights import RouterWeights
+from kvroof.simulate.settings import OffloadStore, Router
 from kvroof.specs.base import Capacity, PositiveInt, SpecModel, Time
 from kvroof.specs.loader import validation_message
 from kvroof.specs.registry import Registry
@@ -59,7 +62,9 @@ class Workload(SpecModel):
     ``groups`` x ``prompts_per_group`` prompts, each a group's ``prefix_tokens`` followed by its
     own ``question_tokens``; request ``i`` (counted across stages) sends prompt ``i mod P`` of a
     seeded shuffle of the ``P`` prompts (inference-perf ``SharedPrefixDataGenerator``). Each stage
-    offers Poisson arrivals at its rate for ``stage_duration`` seconds."""
+    sends ``int(rate x stage_duration)`` requests by inference-perf's ``arrival`` timer (its
+    ``load.type``: ``poisson`` or ``constant``, :mod:`kvroof.workload.stages`), drains, and the
+    next starts ``stage_interval`` seconds later (its ``load.interval``)."""
 
     kind_name: ClassVar[str] = "workload"
 
@@ -70,12 +75,16 @@ class Workload(SpecModel):
     output_tokens: PositiveInt
     stage_duration: Time
     throughput: Literal["output", "total"]
+    arrival: Literal["poisson", "constant"] = "poisson"
+    stage_interval: Time = 0.0
     seed: Annotated[int, Field(ge=0, strict=True)] = 0
 
     @model_validator(mode="after")
     def _positive_duration(self) -> Workload:
         if self.stage_duration <= 0:
             raise ValueError("stage_duration: must be positive")
+        if self.stage_interval < 0:
+            raise ValueError("stage_interval: must not be negative")
         return self
 
 
@@ -95,7 +104,8 @@ class Replay(SpecModel):
     block_tokens: PositiveInt
     max_num_seqs: PositiveInt | None = None
     max_num_batched_tokens: PositiveInt | None = None
-    router: Router = "prefix-affinity"
+    compute_model: ComputeModel = "auto"
+    router: Router = "scoring"
     workload: Workload
 
     @model_validator(mode="after")
@@ -138,7 +148,12 @@ class Stage(SpecModel):
 
 
 class Condition(SpecModel):
-    """One published configuration (e.g. HBM only, or with a host tier) and its stages."""
+    """One published configuration (e.g. HBM only, or with a host tier) and its stages.
+
+    ``cache_policy`` ``recompute`` (HBM only) or ``load`` with ``dram_cache`` bytes of host DRAM
+    per replica; ``offload_store`` and ``write_back`` override the engine profile's (default:
+    the profile's); ``router_weights`` the scoring router's weights (``KEY=W,...`` over kvroof's
+    defaults, :class:`~kvroof.simulate.router_weights.RouterWeights`)."""
 
     kind_name: ClassVar[str] = "condition"
 
@@ -146,7 +161,9 @@ class Condition(SpecModel):
     label: Annotated[str, Field(min_length=1)]
     cache_policy: Literal["recompute", "load"]
     dram_cache: Capacity | None = None
+    offload_store: OffloadStore | None = None
     write_back: bool | None = None
+    router_weights: str | None = None
     rating: Literal["B", "C"] = "B"
     assumptions: Annotated[tuple[str, ...], Field(min_length=1)]
     excluded_metrics: dict[Metric, str] = Field(default_factory=dict)
@@ -168,7 +185,17 @@ class Condition(SpecModel):
         for metric, reason in self.excluded_metrics.items():
             if not reason.strip():
                 raise ValueError(f"excluded_metrics.{metric}: give the reason")
+        if self.router_weights is not None:
+            try:
+                RouterWeights.parse(self.router_weights)
+            except KvroofError as error:
+                raise ValueError(str(error)) from None
         return self
+
+    def weights(self) -> RouterWeights:
+        """The scoring router's weights: ``router_weights`` over kvroof's defaults."""
+        return RouterWeights() if self.router_weights is None else RouterWeights.parse(
+            self.router_weights)
 
 
 @dataclass(frozen=True)
@@ -218,6 +245,7 @@ def load_serving_file(path: str | Path) -> ServingFile:
             raise SpecError("missing field", path, key)
     source = _validated(Source, data["source"], path, "source")
     replay = _validated(Replay, data["replay"], path, "replay")
+    assert isinstance(replay, Replay)
     raw = data["conditions"]
     if not isinstance(raw, list) or not raw:
         raise SpecError("expected a list of at least one condition", path, "conditions")
@@ -228,12 +256,15 @@ def load_serving_file(path: str | Path) -> ServingFile:
         if any(c.id == condition.id for c in conditions):
             raise SpecError(f"duplicate condition id {short_repr(condition.id)}", path,
                             f"conditions[{index}].id")
+        if condition.router_weights is not None and replay.router != "scoring":
+            raise SpecError("apply to the scoring router (replay.router is "
+                            f"{replay.router!r})", path, f"conditions[{index}].router_weights")
         conditions.append(condition)
     raw_left = data.get("left_out") or []
     if not isinstance(raw_left, list):
         raise SpecError("expected a list", path, "left_out")
     left = [_validated(LeftOut, item, path, f"left_out[{i}]") for i, item in enumerate(raw_left)]
-    assert isinstance(source, Source) and isinstance(replay, Replay)
+    assert isinstance(source, Source)
     return ServingFile(path, source, replay, tuple(conditions),
                        tuple(item for item in left if isinstance(item, LeftOut)))
 

@@ -27,6 +27,10 @@ def _value(metric: str, value: float | None) -> str:
     return format_quantity(value, Kind.TIME)
 
 
+def _share(value: float) -> str:
+    return f"{100 * value:.0f}%" if math.isfinite(value) else "-"
+
+
 def _ratio(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
@@ -34,14 +38,15 @@ def _ratio(value: float | None) -> str:
 def condition_table(result: ServingResult, condition: Condition
                     ) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of one condition: per stage, each published metric measured, simulated
-    and their ratio, the simulated HBM and host hit shares and the flags."""
+    and their ratio, the simulated HBM and host hit shares, preemptions, the largest share of
+    the stage's requests one replica received, and the flags."""
     scores: list[StageScore] = result.scores_of(condition.id)
     metrics = [m for m in METRICS if any(s.measured(m) is not None for s in scores)]
     header = ["rate"]
     for metric in metrics:
         name = METRIC_TEXT[metric]
         header += [f"{name} measured", f"{name} simulated", "ratio"]
-    header += ["hits HBM/host", "requests", "flags"]
+    header += ["hits HBM/host", "preemptions", "top replica", "requests", "flags"]
     rows = []
     for s in scores:
         row = [f"{s.stage.rate:g}/s"]
@@ -50,6 +55,7 @@ def condition_table(result: ServingResult, condition: Condition
             row += [_value(metric, s.measured(metric)),
                     _value(metric, s.simulated.value(metric)), _ratio(s.ratio(metric)) + mark]
         row += [f"{100 * s.simulated.hbm_hit:.0f}% / {100 * s.simulated.host_hit:.0f}%",
+                f"{s.simulated.preemptions:,}", _share(s.simulated.replica_share_max),
                 f"{s.simulated.requests:,}", s.flags or "-"]
         rows.append(row)
     return header, rows
