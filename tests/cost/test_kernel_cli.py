@@ -27,12 +27,17 @@ def test_ttft_json_says_which_compute_model_and_clock(capsys: pytest.CaptureFixt
     default = json.loads(out)
     assert default["compute_model"] == "roofline" and default["ttft_clock"] == "kernel"
     code, out, _ = run(capsys, "ttft", *BASE, "--new-tokens", "512", "--cached-tokens", "8192",
+                       "--compute-model", "roofline", "--json")
+    assert code == 0
+    roofline = json.loads(out)
+    assert roofline["compute_model"] == "roofline"
+    code, out, _ = run(capsys, "ttft", *BASE, "--new-tokens", "512", "--cached-tokens", "8192",
                        "--compute-model", "kernels", "--json")
     assert code == 0
     kernels = json.loads(out)
     assert kernels["compute_model"] == "kernels"
-    assert kernels["compute_s"] > default["compute_s"]
-    assert kernels["transfer_s"] == default["transfer_s"]
+    assert kernels["compute_s"] > roofline["compute_s"]
+    assert kernels["transfer_s"] == roofline["transfer_s"]
 
 
 def test_kappa_in_kernel_mode(capsys: pytest.CaptureFixture[str]) -> None:
@@ -81,3 +86,17 @@ def test_bad_values_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 2 and "--compute-model" in err
     code, out, _ = run(capsys, "ttft", "--help")
     assert "--compute-model" in out and "--ttft-clock" in out and "--moe-routing" in out
+
+
+def test_auto_with_a_compute_override_says_roofline_and_why(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--compute under auto: the roofline times the compute and the output says why; under
+    --compute-model kernels it is a one-line error naming the flag."""
+    code, out, _ = run(capsys, "ttft", *BASE, "--new-tokens", "512", "--cached-tokens", "8192",
+                       "--compute-model", "auto", "--compute", "1000 TFLOPS")
+    assert code == 0
+    assert "roofline (a compute override/calibration was given" in out
+    code, _, err = run(capsys, "ttft", *BASE, "--new-tokens", "512", "--cached-tokens", "8192",
+                       "--compute-model", "kernels", "--compute-efficiency", "0.5")
+    assert code == 2 and err.startswith("kvroof: error: --compute-efficiency: ")
+    assert len(err.strip().splitlines()) == 1

@@ -22,6 +22,7 @@ from kvroof.cost.pairs import capped_pairs
 from kvroof.cost.timing import ttft, ttft_batch
 from kvroof.kernels.work import GEMM_DTYPES, MOE_DTYPES, attention_work, gemm_work, moe_work
 from kvroof.specs.registry import Registry
+from tests.cost.padded_times import padded, padded_allreduce, table_points
 
 
 def _dep(registry: Registry, model: str, **settings: object) -> Deployment:
@@ -132,7 +133,9 @@ def _capped(eff: float) -> float:
 
 
 def _brute_force(dep: Deployment, t: float, k: float) -> float:
-    """A prefill alone, op by op and layer by layer, with kvroof.kernels' public lookups."""
+    """A prefill alone, op by op and layer by layer, with kvroof.kernels' public lookups; each
+    table-timed op made non-decreasing in its size by the padding rule written out in
+    tests/cost/padded_times.py."""
     acc = dep.accelerator
     system = kernels.tables(acc)
     hbm = system.hbm_bandwidth
@@ -143,22 +146,38 @@ def _brute_force(dep: Deployment, t: float, k: float) -> float:
     h, kv, dh = att.num_heads // tp, max(att.num_kv_heads // tp, 1), att.head_dim  # type: ignore[union-attr]
     peak = system.peak_flops["bf16"]
 
-    def gemm(m: float, n: float, kk: float) -> float:
+    def gemm_at(m: float, n: float, kk: float) -> float:
         eff, _ = kernels.gemm_efficiency(acc, m, n, kk)
-        flops, size = gemm_work(m, n, kk)
-        return float(max(flops / peak, size / hbm)) / _capped(float(eff))
+        return gemm_roof(m, n, kk) / _capped(float(eff))
 
-    def attention(s: float) -> float:
-        eff, _ = kernels.attention_efficiency(acc, s, h, kv, dh)
+    def gemm_roof(m: float, n: float, kk: float) -> float:
+        flops, size = gemm_work(m, n, kk)
+        return float(max(flops / peak, size / hbm))
+
+    def gemm(m: float, n: float, kk: float) -> float:  # made non-decreasing in m (padded)
+        return padded(lambda x: gemm_at(x, n, kk), lambda x: gemm_roof(x, n, kk),
+                      table_points(acc, "gemm", "m"), m)
+
+    def attention_roof(s: float) -> float:
         flops, size = attention_work(s, h, kv, dh)
-        return float(max(flops / peak, size / hbm)) / _capped(float(eff))
+        return float(max(flops / peak, size / hbm))
+
+    def attention_at(s: float) -> float:
+        eff, _ = kernels.attention_efficiency(acc, s, h, kv, dh)
+        return attention_roof(s) / _capped(float(eff))
+
+    def attention(s: float) -> float:  # made non-decreasing in S (padded)
+        return padded(attention_at, attention_roof, table_points(acc, "attention", "seq_len"),
+                      s)
 
     def elementwise(size: float) -> float:
         return size / (hbm * float(dep.resolved_hbm_efficiency)) + ELEMENTWISE_FLOOR
 
-    def allreduce() -> float:
-        seconds, _ = kernels.allreduce_time(acc, "vllm_graph", tp, t * d * 2)
-        return float(seconds)
+    def allreduce() -> float:  # made non-decreasing in the message size (padded)
+        def at(size: float) -> float:
+            return float(kernels.allreduce_time(acc, "vllm_graph", tp, size)[0])
+
+        return padded_allreduce(at, table_points(acc, "allreduce", "message_bytes"), t * d * 2)
 
     total = 0.0
     for layer in range(model.num_layers):
@@ -177,11 +196,20 @@ def _brute_force(dep: Deployment, t: float, k: float) -> float:
         ffn = model.ffn
         if ffn.kind == "moe":
             total += gemm(t, ffn.num_experts, d)                          # router (every rank)
-            eff, _ = kernels.moe_efficiency(acc, t, d, ffn.expert_intermediate_size / tp,
-                                            ffn.num_experts, ffn.experts_per_token)
-            flops, size = moe_work(t, d, ffn.expert_intermediate_size / tp, ffn.num_experts,
-                                   ffn.experts_per_token)
-            total += float(max(flops / peak, size / hbm)) / _capped(float(eff))
+            inter, experts, top_k = (ffn.expert_intermediate_size / tp, ffn.num_experts,
+                                     ffn.experts_per_token)
+
+            shape = (inter, experts, top_k)
+
+            def moe_roof(m: float, shape: tuple[float, int, int] = shape) -> float:
+                flops, size = moe_work(m, d, *shape)
+                return float(max(flops / peak, size / hbm))
+
+            def moe_at(m: float, shape: tuple[float, int, int] = shape) -> float:
+                eff, _ = kernels.moe_efficiency(acc, m, d, *shape)
+                return moe_roof(m, shape) / _capped(float(eff))
+
+            total += padded(moe_at, moe_roof, table_points(acc, "moe", "tokens"), t)
         else:
             width = ffn.intermediate_size / tp
             total += gemm(t, 2 * width, d) + elementwise(6 * width * t) + gemm(t, d, width)
@@ -396,3 +424,77 @@ def test_allreduce_backend_follows_the_engine(registry: Registry) -> None:
         each = float(rows["layers: allreduce"].seconds) / 160
         measured, _ = kernels.allreduce_time("h100", backend, 4, tokens * 8192 * 2)
         assert each == pytest.approx(float(measured), rel=1e-12)
+
+
+def test_iteration_of_the_request_alone_keeps_the_per_call_floor(registry: Registry) -> None:
+    """``iteration_tokens == T`` is the request alone (the roofline treats it so,
+    tests/cost/test_physics.py): an iteration of only its own T tokens charges it the per-token
+    ops at m = T, as alone, and its attention call's per-call floor. Expected value: the same
+    deployment without iteration_tokens (the definition of the request alone)."""
+    dep = _dep(registry, "qwen3-235b-a22b", system="dgx-h100", tp=8)
+    t = np.array([16.0, 128.0, 1024.0])
+    same = dataclasses.replace(dep, iteration_tokens=t)
+    np.testing.assert_allclose(compute_time(same, t, 1000.0), compute_time(dep, t, 1000.0),
+                               rtol=1e-12)
+    one = dataclasses.replace(dep, iteration_tokens=16)
+    assert compute_time(one, 16, 1000) == pytest.approx(compute_time(dep, 16, 1000), rel=1e-12)
+    assert float(ttft_batch(one, [16], [1000]).compute) == pytest.approx(
+        compute_time(dep, 16, 1000), rel=1e-12)
+
+
+def _calibrated_h100() -> object:
+    from kvroof.specs.hardware import Calibration
+    from kvroof.specs.registry import Registry as _Registry
+
+    system = _Registry(use_env=False).system("dgx-h100")
+    return system.model_copy(update={"calibration": Calibration(
+        compute_efficiency_max=0.6, compute_half_tokens=400, link_bandwidth=15e9,
+        link_latency=2e-6)})
+
+
+def test_a_compute_override_or_calibration_falls_back_to_the_roofline_under_auto(
+        registry: Registry) -> None:
+    """The kernel tables carry their own measured times, so a compute override, a compute
+    efficiency or a system calibration cannot apply to them: under auto such a deployment is
+    timed by the roofline (expected values: the same deployment with compute_model roofline),
+    and the compute time follows the override (1e14 vs 1e15 FLOP/s: 2 x 70e9 x 4096 / 4 =
+    1.4e14 FLOP a rank at T = 4096, 1.4 s vs 0.14 s, above the ~10 ms weight read, so ~10x
+    apart)."""
+    base = _dep(registry, "llama-3.1-70b", system="dgx-h100", tp=4, compute_model="auto")
+    assert base.uses_kernels
+    for settings in ({"compute": 1e15}, {"compute_efficiency": 0.5},
+                     {"system": _calibrated_h100()}):
+        dep = dataclasses.replace(base, **settings)  # type: ignore[arg-type]
+        assert not dep.uses_kernels, settings
+        roofline = dataclasses.replace(dep, compute_model="roofline")
+        assert compute_time(dep, 4096, 1000) == compute_time(roofline, 4096, 1000)
+    slow = compute_time(dataclasses.replace(base, compute=1e14), 4096, 1000)
+    fast = compute_time(dataclasses.replace(base, compute=1e15), 4096, 1000)
+    assert 8 * fast < slow < 10 * fast
+
+
+def test_a_compute_override_under_kernels_is_refused(registry: Registry) -> None:
+    """Under explicit kernels an override the tables cannot honour is a one-line error naming
+    the setting, never silently ignored."""
+    from kvroof.errors import KvroofError
+
+    base = _dep(registry, "llama-3.1-70b", system="dgx-h100", tp=4)
+    for field, value in (("compute", 1e15), ("compute_efficiency", 0.5),
+                         ("system", _calibrated_h100())):
+        with pytest.raises(KvroofError, match=f"^{field}: .*compute_model kernels"):
+            dataclasses.replace(base, **{field: value})  # type: ignore[arg-type]
+
+
+def test_transfer_bound_compute_in_kernel_mode(registry: Registry) -> None:
+    """A peak FLOP/s is a roofline quantity: under auto the solve is the roofline's (expected:
+    the same solve with compute_model roofline), under explicit kernels it is refused."""
+    from kvroof.cost.thresholds import transfer_bound_compute
+    from kvroof.errors import KvroofError
+
+    auto = _dep(registry, "llama-3.1-70b", system="dgx-h100", tp=4, compute_model="auto")
+    roofline = dataclasses.replace(auto, compute_model="roofline")
+    got = transfer_bound_compute(auto, 2048, 100)
+    assert np.isfinite(got.value)
+    assert got.value == transfer_bound_compute(roofline, 2048, 100).value
+    with pytest.raises(KvroofError, match="compute_model"):
+        transfer_bound_compute(dataclasses.replace(auto, compute_model="kernels"), 2048, 100)

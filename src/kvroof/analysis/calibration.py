@@ -217,10 +217,13 @@ def fit_overlap_efficiency(
 def stack_deployment(shape: LayerShape, layers: int, system: System, accelerator: Accelerator,
                      link: Link) -> Deployment:
     """The benchmark's synthetic stack on ``system`` as the cost model sees it: one GPU
-    loading, the whole request as one block with one copy per layer for keys and values."""
+    loading, the whole request as one block with one copy per layer for keys and values.
+    Compute is the roofline (``compute_model`` pinned): calibration fits the roofline's
+    efficiency, which the kernel tables would ignore."""
     return Deployment(
         model=shape.as_model(layers), accelerator=accelerator, link=link, system=system,
         gpus_loading=1, granularity=Granularity(None, "per-layer-kv"), write_back=False,
+        compute_model="roofline",
     )
 
 

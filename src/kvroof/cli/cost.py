@@ -232,10 +232,13 @@ def _compute_model_rows(dep: Deployment) -> list[list[str]]:
     back to its roofline, which the row says instead of hiding it)."""
     if dep.compute_model == "roofline":
         return []
+    from kvroof.cost.compute_figures import ROOFLINE_OVERRIDE, roofline_setting
     from kvroof.kernels import covered
 
     ops = covered(dep.accelerator)
-    if not dep.uses_kernels:  # auto, without tables
+    if not dep.uses_kernels and roofline_setting(dep) is not None:  # auto, overridden
+        text = f"roofline ({ROOFLINE_OVERRIDE}: auto keeps the roofline, which honours it)"
+    elif not dep.uses_kernels:  # auto, without tables
         text = f"roofline (auto: no kernel table covers {dep.accelerator.name})"
     elif not ops:
         text = (f"kernels, but no kernel table covers {dep.accelerator.name}: every op is "

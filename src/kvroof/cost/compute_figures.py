@@ -3,7 +3,9 @@
 system's calibrated curve ``max x T / (T + half)``, else the accelerator's published achievable
 matmul throughput over its peak, else 1) and where it comes from in words, the sustained and the
 paper's per-GPU compute, and whether compute is timed by the roofline or op by op from the
-kernel tables (``compute_model``).
+kernel tables (``compute_model``: under ``auto`` a ``compute`` override, a ``compute_efficiency``
+or a system calibration keeps the roofline, which alone honours them; under ``kernels`` they are
+refused).
 
 :class:`~kvroof.cost.deployment_settings.DeploymentSettings` exposes each as a property that
 calls the function here; the functions read only the settings in :class:`ComputeSettings`.
@@ -23,15 +25,18 @@ from kvroof.specs.hardware import Accelerator, Calibration
 
 __all__ = [
     "COMPUTE_MODELS",
+    "ROOFLINE_OVERRIDE",
     "ComputeModel",
     "ComputeSettings",
     "check_compute_dtype",
+    "check_compute_model",
     "compute_efficiency_at",
     "compute_efficiency_source",
     "default_compute_efficiency",
     "effective_compute",
     "paper_compute",
     "peak_compute",
+    "roofline_setting",
     "uses_kernels",
 ]
 
@@ -71,13 +76,51 @@ def check_compute_dtype(settings: ComputeSettings) -> None:
         )
 
 
+ROOFLINE_OVERRIDE = "a compute override/calibration was given"
+"""Why ``auto`` chose the roofline on an accelerator with kernel tables
+(:func:`roofline_setting`)."""
+
+
+def roofline_setting(settings: ComputeSettings) -> str | None:
+    """The setting that only the roofline can honour, or None: ``compute`` (a peak override),
+    ``compute_efficiency`` (an explicit efficiency) or ``system`` (its calibration fits the
+    roofline's efficiency). The kernel tables carry their own measured times, so none of these
+    can apply to them: ``auto`` falls back to the roofline, ``kernels`` refuses them."""
+    if settings.compute is not None:
+        return "compute"
+    if settings.compute_efficiency is not None:
+        return "compute_efficiency"
+    if settings.calibration is not None:
+        return "system"
+    return None
+
+
+def check_compute_model(settings: ComputeSettings) -> None:
+    """Refuse, under ``compute_model`` kernels, a setting only the roofline honours (one line
+    naming it)."""
+    if settings.compute_model != "kernels":
+        return
+    name = roofline_setting(settings)
+    if name is None:
+        return
+    what = {"compute": "a peak compute override",
+            "compute_efficiency": "an explicit compute efficiency",
+            "system": "the system's calibration (it fits the roofline's efficiency)"}[name]
+    raise KvroofError(f"{name}: {what} applies to the roofline; compute_model kernels times "
+                      "each op from the measured kernel tables, which would ignore it (use "
+                      "compute_model auto or roofline)")
+
+
 def uses_kernels(settings: ComputeSettings) -> bool:
     """Whether compute is timed op by op from the kernel tables: ``compute_model`` kernels, or
-    auto on an accelerator with tables (:mod:`kvroof.cost.kernel_time`)."""
+    auto on an accelerator with tables and without a setting only the roofline honours
+    (:func:`roofline_setting`; :mod:`kvroof.cost.kernel_time`)."""
     if settings.compute_model == "roofline":
         return False
     if settings.compute_model == "kernels":
         return True
+    if roofline_setting(settings) is not None:
+        return False
     from kvroof.kernels import covered
 
     return bool(covered(settings.accelerator))

@@ -43,10 +43,11 @@ How compute is timed (``compute_model``): ``roofline`` (the default: one whole-m
 layers and ops of each op's roofline time over its measured efficiency, from the kernel tables
 of :mod:`kvroof.kernels`; an op without a table falls back to its own roofline:
 :mod:`kvroof.cost.kernel_time`) or ``auto`` (kernels where the tables cover the accelerator,
-else roofline). ``moe_routing`` picks the MoE table's routing (``balanced``, or a power law) in
-kernel mode. ``ttft_clock`` says what a TTFT is: ``kernel`` (the GPU's work and the transfer,
-the default) or ``client`` (plus the engine profile's serving overheads: the time a client
-measures).
+else roofline). A ``compute`` override, a ``compute_efficiency`` or a system calibration applies
+to the roofline only: ``auto`` then uses the roofline, ``kernels`` refuses them.
+``moe_routing`` picks the MoE table's routing (``balanced``, or a power law) in kernel mode.
+``ttft_clock`` says what a TTFT is: ``kernel`` (the GPU's work and the transfer, the default)
+or ``client`` (plus the engine profile's serving overheads: the time a client measures).
 
 An ``engine`` profile sets several of them (:mod:`kvroof.cost.deployment`).
 """
@@ -200,6 +201,7 @@ class DeploymentSettings:
                               f"{self.memory_utilization!r}")
         token_count("kv_reserve_tokens", self.kv_reserve_tokens)
         compute_figures.check_compute_dtype(self)
+        compute_figures.check_compute_model(self)
         dtype_bytes(self.kv_dtype, "kv_dtype")
         one_of("mla_mode", self.mla_mode, MLA_MODES)
         if self.bandwidth_source is not None:

@@ -265,6 +265,15 @@ def _root_finding(dep: Deployment, t: FloatArray) -> tuple[FloatArray, Any]:
     return k_star, False
 
 
+def _check_computable(dep: Deployment, k_star: Any) -> None:
+    """Refuse a NaN K* (an overflow inside, inf - inf): never a silent NaN, in either compute
+    model."""
+    if np.isnan(np.asarray(k_star, dtype=np.float64)).any():
+        raise KvroofError(
+            f"kappa_crit: not computable for {dep.model.name}: a setting is so extreme that "
+            "the times overflow a float (look for values such as a latency of 1e300 s)")
+
+
 def _is_affine(dep: Deployment) -> bool:
     """Whether transfer and compute are affine in K (for K > 0)."""
     terms = dep.terms
@@ -301,7 +310,10 @@ def _kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method) -> Kappa
         if method not in ("auto", "root-finding"):
             raise KvroofError(f"method: expected auto, closed-form or root-finding, got "
                               f"{method!r}")
-        return kernel_kappa_crit(dep, t)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow: NaN, refused below
+            result = kernel_kappa_crit(dep, t)
+        _check_computable(dep, result.crossover_tokens)
+        return result
     affine = _is_affine(dep)
     if method == "auto":
         method = "closed-form" if affine else "root-finding"
@@ -317,10 +329,7 @@ def _kappa_crit(dep: Deployment, new_tokens: ArrayLike, method: Method) -> Kappa
     else:
         raise KvroofError(f"method: expected auto, closed-form or root-finding, got {method!r}")
     k_star = np.asarray(k_star, dtype=np.float64)
-    if np.isnan(k_star).any():  # an overflow inside (inf - inf): never a silent NaN
-        raise KvroofError(
-            f"kappa_crit: not computable for {dep.model.name}: a setting is so extreme that "
-            "the times overflow a float (look for values such as a latency of 1e300 s)")
+    _check_computable(dep, k_star)
     if k_star.ndim == 0:
         value = float(k_star)
         never = math.isinf(value)

@@ -26,9 +26,20 @@ from kvroof.cost.kernel_resolution import DEFAULT_ALLREDUCE_BACKEND, TimedOp, re
 from kvroof.cost.kernel_result import OpTime, op_notes
 from kvroof.cost.ops import forward_ops
 
-__all__ = ["KernelModel", "kernel_model"]
+__all__ = ["KernelModel", "alone", "kernel_model"]
 
 _CACHE: Final = "_kvroof_kernel_model"
+
+
+def alone(t: Any, iteration: Any) -> Any:
+    """Whether a request of ``t`` new tokens runs alone: no ``iteration`` tokens given, or an
+    iteration of just its own ``t`` tokens (``iteration_tokens == T`` is the request alone, as
+    in the roofline, so its attention call keeps its per-call floor). A bool, or a mask where
+    ``t`` or ``iteration`` is an array."""
+    if iteration is None:
+        return True
+    mask = np.asarray(iteration) <= np.asarray(t)
+    return bool(mask) if mask.ndim == 0 else mask
 
 
 class KernelModel:
@@ -94,10 +105,10 @@ class KernelModel:
             total = total + top.op.layers * gemm_seconds(top, rows, rates)
         return total
 
-    def sequence_time(self, t: Any, k: Any, rates: Rates, floor: bool = True) -> Any:
+    def sequence_time(self, t: Any, k: Any, rates: Rates, floor: Any = True) -> Any:
         """Seconds of the request's own ops: attention over its ``K + T`` keys (``floor``: its
-        own call, see :func:`~kvroof.cost.kernel_op_time.attention_seconds`) and the MLA
-        up-projection of its positions."""
+        own call, a bool or a mask; see :func:`~kvroof.cost.kernel_op_time.attention_seconds`)
+        and the MLA up-projection of its positions."""
         total: Any = 0.0
         for top in self.sequence_ops:
             total = total + top.op.layers * attention_seconds(top, t, k, rates, floor)
@@ -114,7 +125,7 @@ class KernelModel:
         else:
             shared = (t / iteration) * (self.token_time(iteration, rates)
                                         + self.logits_time(1.0, rates))
-        return when_positive(t, shared + self.sequence_time(t, k, rates, iteration is None))
+        return when_positive(t, shared + self.sequence_time(t, k, rates, alone(t, iteration)))
 
     def breakdown(self, t: Any, k: Any, iteration: Any = None) -> list[OpTime]:
         """Every op's seconds (all its layers) in that prefill, with the model that timed it."""
@@ -123,7 +134,7 @@ class KernelModel:
         for top in self.ops:
             scale = top.op.scale
             if scale == "sequence":
-                seconds = attention_seconds(top, t, k, rates, iteration is None)
+                seconds = attention_seconds(top, t, k, rates, alone(t, iteration))
                 work = top.op.work(0.0, t, k)
             elif scale == "positions":
                 seconds = gemm_seconds(top, k + t, rates)

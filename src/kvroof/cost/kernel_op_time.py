@@ -15,6 +15,7 @@ bytes are the ones its time came from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -66,9 +67,33 @@ def _per_token_seconds(top: TimedOp, m: Any, rates: Rates) -> Any:
     """A GEMM's or a fused MoE's call at ``m`` tokens: its roofline at the table's peaks over
     the table's efficiency there, or at ``rates`` without a table (the op's counts either way)."""
     flops, size = top.op.work(m)
+    times = top.times
+    if times is not None:  # the table's non-decreasing times (kernel_resolution.monotone_times)
+        roof = maximum(flops / top.peak, size / top.hbm)
+        if type(m) is float:
+            if m > times.high or m < times.low:  # beyond an end: that end's efficiency held
+                end = times.high if m > times.high else times.low
+                f, b = top.op.work(end)
+                return roof * math.exp(times.at(end)) / max(f / top.peak, b / top.hbm)
+            return math.exp(times.at(m))
+        return _table_times(top, times, np.asarray(m, dtype=np.float64), roof)
     if top.curve is not None:
         return maximum(flops / top.peak, size / top.hbm) / _capped(top.curve(m))
     return maximum(flops / rates.compute, size / rates.hbm)
+
+
+def _table_times(top: TimedOp, times: Any, m: FloatArray, roof: Any) -> FloatArray:
+    """:func:`_per_token_seconds` from the table's times on an array of sizes: interpolated in
+    ``log m`` inside the table, the end's efficiency held beyond it (the time grows with the
+    op's own roofline there, so it stays non-decreasing)."""
+    inside = np.exp(times(m))
+    result = np.asarray(inside, dtype=np.float64)
+    for end, outside in ((times.high, m > times.high), (times.low, m < times.low)):
+        if np.any(outside):
+            f, b = top.op.work(end)
+            result = np.where(outside, np.asarray(roof) * math.exp(times.at(end))
+                              / max(f / top.peak, b / top.hbm), result)
+    return result
 
 
 def gemm_seconds(top: TimedOp, m: Any, rates: Rates) -> Any:
@@ -129,6 +154,29 @@ def _table_call(top: TimedOp, s: Any) -> tuple[Any, Any]:
     assert top.curve is not None and op.kv_dtype is not None and op.dtype is not None
     flops, size = attention_work(s, op.heads, op.kv_heads, op.head_dim, window, op.dtype,
                                  op.kv_dtype)
+    times = top.times
+    if times is not None:  # the table's non-decreasing times (kernel_resolution)
+        dtype, kv_dtype = op.dtype, op.kv_dtype
+
+        def roof_at(x: float) -> float:
+            f, b = attention_work(x, op.heads, op.kv_heads, op.head_dim, window, dtype,
+                                  kv_dtype)
+            return float(max(f / top.peak, b / top.hbm))
+
+        if type(s) is float:
+            if s > times.high or s < times.low:
+                end = times.high if s > times.high else times.low
+                return (max(flops / top.peak, size / top.hbm) * math.exp(times.at(end))
+                        / roof_at(end), flops)
+            return math.exp(times.at(s)), flops
+        s_arr = np.asarray(s, dtype=np.float64)
+        result = np.exp(times(s_arr))
+        for end, outside in ((times.high, s_arr > times.high), (times.low, s_arr < times.low)):
+            if np.any(outside):
+                roof = np.maximum(flops / top.peak, size / top.hbm)
+                result = np.where(outside, roof * (math.exp(times.at(end)) / roof_at(end)),
+                                  result)
+        return result, flops
     eff = top.curve(s)
     if top.window is not None:
         windowed = top.window(s)
@@ -142,15 +190,16 @@ def _table_call(top: TimedOp, s: Any) -> tuple[Any, Any]:
     return seconds, flops
 
 
-def attention_seconds(top: TimedOp, t: Any, k: Any, rates: Rates, floor: bool = True) -> Any:
+def attention_seconds(top: TimedOp, t: Any, k: Any, rates: Rates, floor: Any = True) -> Any:
     """Seconds of one attention call of ``t`` new tokens over ``k`` cached ones; ``floor``: the
-    call is the request's own (alone), so it costs at least the table's call of ``t`` tokens."""
+    call is the request's own (alone), so it costs at least the table's call of ``t`` tokens
+    (a bool, or a mask broadcasting with ``t`` and ``k``)."""
     op = top.op
     if top.curve is None:
         flops, size = op.work(0.0, t, k)
         return maximum(flops / rates.compute, size / rates.hbm)
     if np.ndim(t) == 0 and np.ndim(k) == 0:
-        return _attention_scalar(top, float(t), float(k), floor)
+        return _attention_scalar(top, float(t), float(k), bool(np.all(floor)))
     return _attention_array(top, np.asarray(t, dtype=np.float64), np.asarray(k, dtype=np.float64),
                             floor)
 
@@ -170,7 +219,7 @@ def _attention_scalar(top: TimedOp, t: float, k: float, floor: bool = True) -> f
     return float(max(scaled, least, roof))
 
 
-def _attention_array(top: TimedOp, t: FloatArray, k: FloatArray, floor: bool = True
+def _attention_array(top: TimedOp, t: FloatArray, k: FloatArray, floor: Any = True
                      ) -> FloatArray:
     """:func:`_attention_scalar` on broadcasting arrays, in few passes (the scaled time is at
     least the FLOPs' roofline already: an efficiency is at most 1)."""
@@ -181,6 +230,7 @@ def _attention_array(top: TimedOp, t: FloatArray, k: FloatArray, floor: bool = T
         scaled = table * flops
         scaled /= table_flops
     np.maximum(scaled, size / top.hbm, out=scaled)
-    if floor:
-        np.maximum(scaled, np.where(t > 0, _table_call(top, t)[0], 0.0), out=scaled)
+    if np.any(floor):
+        own = np.where((t > 0) & np.asarray(floor, dtype=bool), _table_call(top, t)[0], 0.0)
+        scaled = np.maximum(scaled, own)
     return np.where(s > 0, scaled, 0.0) if bool(np.any(s <= 0)) else scaled

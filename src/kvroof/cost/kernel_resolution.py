@@ -22,7 +22,7 @@ from kvroof.cost.forward_op import Op
 from kvroof.kernels.interpolate import LogCurve as Curve
 from kvroof.units import Kind, format_quantity
 
-__all__ = ["DEFAULT_ALLREDUCE_BACKEND", "Curve", "TimedOp", "resolve_op"]
+__all__ = ["DEFAULT_ALLREDUCE_BACKEND", "Curve", "TimedOp", "monotone_times", "resolve_op"]
 
 DEFAULT_ALLREDUCE_BACKEND: Final = "vllm_graph"
 """The all-reduce backend without an engine profile: vLLM's, under CUDA graphs (the tables'
@@ -46,6 +46,55 @@ class TimedOp:
     window: Curve | None = None
     peak: float = 0.0
     hbm: float = 0.0
+    times: Curve | None = None
+    """A GEMM's or a fused MoE's ``log`` seconds a call at the table's points along ``m``,
+    made non-decreasing (:func:`monotone_times`); None for other ops."""
+
+
+def monotone_times(op: Op, points: Any, efficiency: Any, peak: float, hbm: float) -> Curve:
+    """The ``log`` seconds of one call of a per-token op at the table's ``points`` along ``m``
+    (its roofline at the table's peaks over the measured efficiency, capped at 1), made
+    non-decreasing by a running minimum from the largest size down: a kernel for fewer rows
+    can always run padded to more rows, so no size takes longer than a larger one. Measured
+    efficiencies at small ``m`` are noisy (a GEMM at 4 rows timed slower than at 6); between
+    the points the time is interpolated linearly in ``log m`` and ``log`` seconds, which keeps
+    it non-decreasing (:func:`kvroof.cost.kernel_op_time.gemm_seconds`)."""
+    m = np.asarray(points, dtype=np.float64)
+    flops, size = op.work(m)
+    roof = np.maximum(np.asarray(flops, dtype=np.float64) / peak,
+                      np.asarray(size, dtype=np.float64) / hbm)
+    seconds = roof / np.minimum(np.asarray(efficiency, dtype=np.float64), 1.0)
+    least = np.minimum.accumulate(seconds[::-1])[::-1]
+    return Curve(m, np.log(least))
+
+
+def _attention_times(op: Op, curve: Curve, windowed: Curve | None, window: float,
+                     peak: float, hbm: float) -> Curve:
+    """The ``log`` seconds of the table's own attention call (a prefill of ``S`` tokens, no
+    prefix) at the table's points along ``S`` and at the window's edge, made non-decreasing
+    as :func:`monotone_times` does (a call over fewer tokens can run padded to more, masked):
+    the per-call floor of a request alone and the call a cached prefix is scaled from."""
+    from kvroof.kernels.work import attention_work
+
+    assert op.dtype is not None and op.kv_dtype is not None
+    points = np.exp(curve.log_points)
+    if windowed is not None and points[0] < window < points[-1]:
+        points = np.unique(np.append(points, window))
+    flops, size = attention_work(points, op.heads, op.kv_heads, op.head_dim, window, op.dtype,
+                                 op.kv_dtype)
+    eff = np.asarray(curve(points), dtype=np.float64)
+    if windowed is not None:
+        eff = np.where(points > window, windowed(points), eff)
+    seconds = np.maximum(np.asarray(flops, dtype=np.float64) / peak,
+                         np.asarray(size, dtype=np.float64) / hbm) / np.minimum(eff, 1.0)
+    return Curve(points, np.log(_monotone(seconds)))
+
+
+def _monotone(values: Any) -> Any:
+    """An all-reduce's measured times along the message size, made non-decreasing by a running
+    minimum from the largest message down (a message can always be padded to a larger one)."""
+    v = np.asarray(values, dtype=np.float64)
+    return np.minimum.accumulate(v[::-1])[::-1]
 
 
 def _fallback(op: Op, dep: Deployment, why: str) -> TimedOp:
@@ -97,8 +146,9 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
             notes += [f"{axis} {getattr(op, axis):g} outside the measured grid (boundary held)"
                       for axis in _outside(result, ("n", "k"))]
             curve = Curve(points, result.values)
-            return TimedOp(op, "kernels", cov.source, tuple(notes), curve,
-                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth)
+            peak, hbm = system.peak_flops[variant.peak], system.hbm_bandwidth
+            return TimedOp(op, "kernels", cov.source, tuple(notes), curve, peak=peak, hbm=hbm,
+                           times=monotone_times(op, points, result.values, peak, hbm))
         if op.kind == "moe":
             assert op.dtype is not None
             _, cov = kernels.moe_efficiency(acc, 1.0, int(op.hidden), op.inter_per_rank,
@@ -112,9 +162,11 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
             notes += [f"expert width per rank {op.inter_per_rank:g} outside the measured grid "
                       "(boundary held)" for _ in _outside(result, ("inter_per_rank",))]
             # the table's layer reads min(E, tokens top_k) experts (its derivation's count)
-            return TimedOp(dataclasses.replace(op, experts_read="bound"), "kernels",
-                           cov.source, tuple(notes), Curve(points, result.values),
-                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth)
+            bound = dataclasses.replace(op, experts_read="bound")
+            peak, hbm = system.peak_flops[variant.peak], system.hbm_bandwidth
+            return TimedOp(bound, "kernels", cov.source, tuple(notes),
+                           Curve(points, result.values), peak=peak, hbm=hbm,
+                           times=monotone_times(bound, points, result.values, peak, hbm))
         if op.kind == "attention":
             window = op.span if op.rule in ("window", "chunk") else 0.0
             assert op.kv_dtype is not None and op.dtype is not None
@@ -139,9 +191,11 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
                 notes.append(f"chunked attention priced as a sliding window of {window:g}")
             notes.append("a cached prefix: the table at K + T scaled by the pairs the new "
                          "tokens score")
-            return TimedOp(op, "kernels", cov.source, tuple(notes),
-                           Curve(points, result.values), windowed,
-                           peak=system.peak_flops[variant.peak], hbm=system.hbm_bandwidth)
+            curve = Curve(points, result.values)
+            peak, hbm = system.peak_flops[variant.peak], system.hbm_bandwidth
+            return TimedOp(op, "kernels", cov.source, tuple(notes), curve, windowed,
+                           peak=peak, hbm=hbm,
+                           times=_attention_times(op, curve, windowed, window, peak, hbm))
         # all-reduce: the time of one call along the message size, at TP GPUs
         _, cov = kernels.allreduce_time(acc, backend, dep.tp, 1.0)
         variant = _variant(system, "allreduce", cov.key)
@@ -151,6 +205,7 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
         measured = ", ".join(f"{g:g}" for g in variant.grid.points[axes.index("num_gpus")])
         notes += [f"{dep.tp} GPUs outside the measured {measured} (boundary held)"
                   for _ in _outside(result, ("num_gpus",))]
-        return TimedOp(op, "kernels", cov.source, tuple(notes), Curve(points, result.values))
+        return TimedOp(op, "kernels", cov.source, tuple(notes),
+                       Curve(points, _monotone(result.values)))
     except kernels.KernelTableError as error:
         return _fallback(op, dep, str(error))

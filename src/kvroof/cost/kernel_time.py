@@ -30,9 +30,11 @@ add up (no overlap between kernels):
 A request alone runs the per-token ops at ``m = T``; inside a busy iteration of ``N`` tokens
 (``iteration_tokens``) it pays ``T / N`` of their time at ``m = N`` (the weight reads, the
 kernels' floors and the all-reduces are shared), while its attention and MLA up-projection are
-its own: alone, an attention call costs at least the table's call of its ``T`` tokens (the
-per-call floor); inside an iteration the call is shared by the iteration's sequences and that
-floor is not charged to the request. The LM head runs on one logits row a request.
+its own: alone (``iteration_tokens`` unset, or equal to ``T``: an iteration of the request's own
+tokens is the request alone, as in the roofline), an attention call costs at least the table's
+call of its ``T`` tokens (the per-call floor); inside an iteration the call is shared by the
+iteration's sequences and that floor is not charged to the request. The LM head runs on one
+logits row a request.
 
 The mode is built in modules, each one step: the op list (:mod:`kvroof.cost.ops`); each op
 matched once to its table, or to its fallback and the reason
@@ -55,7 +57,7 @@ from numpy.typing import NDArray
 from kvroof.cost.checks import scalar_or_array
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.kernel_iteration import kernel_iteration
-from kvroof.cost.kernel_model import KernelModel, kernel_model
+from kvroof.cost.kernel_model import KernelModel, alone, kernel_model
 from kvroof.cost.kernel_op_time import ELEMENTWISE_FLOOR, Rates
 from kvroof.cost.kernel_resolution import DEFAULT_ALLREDUCE_BACKEND, Curve, TimedOp
 from kvroof.cost.kernel_result import KernelBreakdown, OpTime, breakdown_from_ops
@@ -117,8 +119,10 @@ def kernel_batch_time(dep: Deployment, t: FloatArray, k: FloatArray, iteration: 
                                           + model.logits_time(rows, rates))
     expand = rates if np.ndim(rates.compute) == 0 else Rates(
         np.asarray(rates.compute)[..., None], rates.hbm, rates.latency, rates.bus, rates.ranks)
-    alone = iteration is None and t.shape[-1] == 1
-    own = np.where(t > 0, model.sequence_time(t, k, expand, alone), 0.0).sum(axis=-1)
+    one = t.shape[-1] == 1
+    floor = one and (True if iteration is None
+                     else np.asarray(alone(total_t, iteration), dtype=bool)[..., None])
+    own = np.where(t > 0, model.sequence_time(t, k, expand, floor), 0.0).sum(axis=-1)
     return scalar_or_array(np.asarray(np.where(total_t > 0, shared + own, 0.0),
                                       dtype=np.float64))
 

@@ -17,6 +17,7 @@ from kvroof.cost.checks import FloatArray, nonnegative, scalar_or_array, token_c
 from kvroof.cost.compute import compute_time
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.transfer import transfer_time
+from kvroof.errors import KvroofError
 
 __all__ = ["SolveResult", "required_bandwidth", "transfer_bound_compute"]
 
@@ -75,7 +76,16 @@ def transfer_bound_compute(
     above which a request with ``K = kappa_ratio x T`` turns transfer-bound.
 
     ``inf`` when no compute makes it transfer-bound (the HBM reads or the TP all-reduces alone
-    outlast the transfer)."""
+    outlast the transfer).
+
+    A peak FLOP/s is the roofline's input: the kernel tables time each op from measurements.
+    Under ``compute_model`` auto the solve is the roofline's (a ``compute`` override keeps auto
+    on the roofline, :func:`kvroof.cost.compute_figures.roofline_setting`); under ``kernels`` it
+    is refused."""
+    if dep.compute_model == "kernels":
+        raise KvroofError("compute_model: kernels times each op from the measured kernel "
+                          "tables, so no peak compute sets it; transfer_bound_compute solves "
+                          "the roofline (use compute_model auto or roofline)")
     t = token_count("new_tokens", new_tokens, at_least_one=True)
     k = nonnegative("kappa_ratio", kappa_ratio) * t
     x = np.asarray(transfer_time(dep, k, t))
@@ -85,7 +95,8 @@ def transfer_bound_compute(
         keep = dep.default_compute_efficiency  # the efficiency stays that of this accelerator
 
     def transfer_bound(c: FloatArray) -> Any:
-        changed = dataclasses.replace(dep, compute=c, compute_efficiency=keep)
+        changed = dataclasses.replace(dep, compute=c, compute_efficiency=keep,
+                                      compute_model="roofline")
         return np.asarray(compute_time(changed, t, k)) < x
 
     value, ok_lo, ok_hi = _bisect_log(transfer_bound, 1e6, 1e21, shape)
