@@ -176,3 +176,14 @@ def test_plan_checks_its_columns() -> None:
         replace(_plan(), stage=np.array([0, 0, 1, 3, 2]))
     with pytest.raises(KvroofError, match="offsets must be finite and non-negative"):
         replace(_plan(), offset=np.array([0.0, -1, 0, 0, 0]))
+
+
+def test_poisson_offsets_ascend_when_the_first_seconds_are_empty() -> None:
+    """A stage at 2 requests/s drawn with seed 3 has an empty first second; its offsets used to
+    take the last request's gap sum as the one before it (index -1), so they did not ascend.
+    Each offset is its second plus its share of that second's gaps, so they ascend."""
+    plan = plan_from_rates((Stage(2.0, 4.0), Stage(4.0, 4.0)), seed=3)
+    for k in (0, 1):
+        offsets = plan.offset[plan.stage == k]
+        assert np.all(np.diff(offsets) >= 0), offsets
+        assert np.all((offsets > 0) & (offsets <= np.ceil(offsets[-1])))

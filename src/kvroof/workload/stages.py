@@ -153,8 +153,9 @@ def stage_offsets(stage: Stage, arrival: str, rng: np.random.Generator) -> NDArr
     ends = np.cumsum(counts)
     second = np.repeat(np.arange(used), counts)
     running = np.cumsum(gaps)
-    before = np.concatenate([[0.0], running[ends[:-1] - 1]])  # gap sum before each second
-    within = (running - before[second]) / (running[ends - 1] - before)[second]
+    total = np.concatenate([[0.0], running])  # gap sum before request i is total[i]
+    before = total[np.concatenate([[0], ends[:-1]])]  # gap sum before each second (0 if empty)
+    within = (running - before[second]) / (total[ends] - before)[second]
     result: NDArray[np.float64] = (second + within)[:n]
     return result
 
