@@ -378,20 +378,21 @@ def test_one_request_iteration_and_batch_equal_the_prefill(registry: Registry) -
 
 def test_client_clock_adds_the_engines_serving_overheads(registry: Registry) -> None:
     """vLLM's profile carries the GPU-hit serving overhead measured by agentic-kvc: 31 ms and
-    1.045 us a prompt token, added only on the client-side clock."""
+    1.045 us a prompt token, and 0.45 ms of CPU time per engine iteration (one iteration for a
+    request alone; engine_specs/vllm-0.12-offload.yaml), added only on the client-side clock."""
     kernel = deployment("qwen3-30b-a3b", accelerator="h20", engine="vllm-0.12-offload",
                         registry=registry)
     client = dataclasses.replace(kernel, ttft_clock="client")
     a, b = ttft(kernel, 16, 1008), ttft(client, 16, 1008)
     assert a.clock == "kernel" and b.clock == "client" and a.serving == 0.0
-    assert b.ttft - a.ttft == pytest.approx(31e-3 + 1.045e-6 * 1024, rel=1e-12)
+    assert b.ttft - a.ttft == pytest.approx(31e-3 + 1.045e-6 * 1024 + 0.45e-3, rel=1e-12)
     assert b.exposed_transfer == pytest.approx(a.exposed_transfer, rel=1e-12)
     assert b.as_dict()["serving_overhead_s"] == pytest.approx(b.serving)
     grid = ttft(client, np.array([16.0, 512.0]), np.array([[1008.0], [65520.0]]))
     assert np.allclose(grid.ttft - ttft(kernel, np.array([16.0, 512.0]),
                                         np.array([[1008.0], [65520.0]])).ttft,
-                       31e-3 + 1.045e-6 * (np.array([16.0, 512.0]) + np.array([[1008.0],
-                                                                              [65520.0]])))
+                       31e-3 + 0.45e-3 + 1.045e-6 * (np.array([16.0, 512.0])
+                                                     + np.array([[1008.0], [65520.0]])))
     no_figures = deployment("llama-3.1-8b", accelerator="h100", engine="sglang-hicache",
                             ttft_clock="client", registry=registry)
     assert ttft(no_figures, 64, 4096).serving == 0.0
