@@ -56,7 +56,7 @@ def test_cli_prints_replicas_and_json(capsys: pytest.CaptureFixture[str]) -> Non
     code, out, err = run(capsys, "simulate", *TESTBED, "--replicas", "3", "--requests", "40",
                          "--router", "scoring", "--router-weights", "no-hit-lru=2", "--quiet")
     assert code == 0, err
-    assert "routing" in out and "scoring (queue 2, kv-utilization 2, prefix 1" in out
+    assert "routing" in out and "scoring (queue 1, kv-utilization 1, prefix 1" in out
     assert "no-hit-lru 2" in out
     table = [line for line in out.splitlines() if line.startswith(("0 ", "1 ", "2 "))]
     assert len(table) == 3 and "host DRAM hits" in out

@@ -25,8 +25,8 @@ def stub(waiting: int, in_use: int, capacity: int) -> Any:
 
 
 def test_scores_by_hand() -> None:
-    """Three replicas, llm-d's tiered-prefix-cache weights (queue 2, kv-utilization 2, prefix
-    1, host-prefix 1), a 1,000-token prompt. By hand:
+    """Three replicas, llm-d's earlier tiered-prefix-cache weights (queue 2, kv-utilization 2,
+    prefix 1, host-prefix 1, no no-hit-lru; commit c2405cd), a 1,000-token prompt. By hand:
 
     - queue: waiting 0, 2, 4 -> (4 - q) / (4 - 0) = 1, 0.5, 0 -> x 2 = 2, 1, 0;
     - kv-utilization: in use 500, 250, 0 of 1,000 -> 1 - usage = 0.5, 0.75, 1 -> x 2 = 1, 1.5, 2;
@@ -35,13 +35,14 @@ def test_scores_by_hand() -> None:
 
     Totals 4.6, 3.499, 2."""
     engines = [stub(0, 500, 1000), stub(2, 250, 1000), stub(4, 0, 1000)]
-    router = ScoringRouter(engines, RouterWeights())
+    router = ScoringRouter(engines, RouterWeights(queue=2, kv_utilization=2, prefix=1,
+                                                  host_prefix=1, no_hit_lru=0))
     totals = router.scores([0, 1, 2], 1000, [800, 0, 0], [800, 999, 0])
     assert totals == pytest.approx([4.6, 3.499, 2.0], abs=1e-12)
     # equal queues: llm-d's queue scorer gives every replica 1
     engines = [stub(3, 0, 1000), stub(3, 0, 1000)]
     router = ScoringRouter(engines, RouterWeights(queue=1, kv_utilization=0, prefix=0,
-                                                  host_prefix=0))
+                                                  host_prefix=0, no_hit_lru=0))
     assert router.scores([0, 1], 100, [0, 0], [0, 0]) == [1.0, 1.0]
 
 
@@ -65,12 +66,14 @@ def test_no_hit_lru_by_hand() -> None:
 
 
 def test_scoring_run_by_hand() -> None:
-    """Two replicas, default weights, questions on documents A, B, A, B 20 s apart (each done
-    before the next: every queue empty and every KV space free of running requests, so queue and
-    kv-utilization give 2 + 2 to both). A1: prefix scores 0, 0: a tie, replica 0 (neither chosen
-    yet). B1: 0, 0 again: the least recently chosen, replica 1. A2: replica 0 holds A's 8,000
-    document tokens in HBM (and host DRAM) of the 8,100-token prompt: 4 + 2 x 8,000 / 8,100
-    against 4 on replica 1: replica 0. B2 likewise replica 1."""
+    """Two replicas, default weights (1 each), questions on documents A, B, A, B 20 s apart
+    (each done before the next: every queue empty and every KV space free of running requests,
+    so queue and kv-utilization give 1 + 1 to both). A1: no HBM hit anywhere (cold), no cold
+    history: no-hit-lru scores 1, 0 in candidate order: replica 0. B1: cold, replica 0 was
+    used: replica 1 (never used) scores 1, replica 0 scores 0: replica 1. A2: replica 0 holds
+    A's 8,000 document tokens in HBM (and host DRAM) of the 8,100-token prompt (warm: no-hit-lru
+    0.5 on both): 2.5 + 2 x 8,000 / 8,100 against 2.5 on replica 1: replica 0. B2 likewise
+    replica 1."""
     n = 4
     w = Workload.from_columns([100] * n, [8000] * n, output_tokens=[1] * n,
                               arrival_time=[20.0 * i for i in range(n)],
@@ -79,14 +82,14 @@ def test_scoring_run_by_hand() -> None:
     result = simulate(trace, [paper_testbed()] * 2, SimSettings(router="scoring"))
     assert result.requests["replica"].tolist() == [0, 1, 0, 1]
     assert result.requests["hbm_hit"].tolist() == [0, 0, 8000, 8000]
-    assert result.settings["router_weights"] == {"queue": 2.0, "kv_utilization": 2.0,
+    assert result.settings["router_weights"] == {"queue": 1.0, "kv_utilization": 1.0,
                                                  "prefix": 1.0, "host_prefix": 1.0,
-                                                 "no_hit_lru": 0.0}
+                                                 "no_hit_lru": 1.0}
 
 
 def test_weights_parse() -> None:
     weights = RouterWeights.parse("queue=1, prefix=3,no-hit-lru=2")
-    assert weights == RouterWeights(queue=1, kv_utilization=2, prefix=3, host_prefix=1,
+    assert weights == RouterWeights(queue=1, kv_utilization=1, prefix=3, host_prefix=1,
                                     no_hit_lru=2)
     assert RouterWeights.parse(weights.text()) == weights
 
@@ -98,7 +101,8 @@ def test_weights_parse() -> None:
     ("queue=x", "router_weights: queue expected a number, got 'x'"),
     ("queue", "router_weights: expected KEY=WEIGHT"),
     ("queue=nan", "router_weights: queue expected a non-negative number"),
-    ("queue=0,kv-utilization=0,prefix=0,host-prefix=0", "router_weights: every weight is 0"),
+    ("queue=0,kv-utilization=0,prefix=0,host-prefix=0,no-hit-lru=0",
+     "router_weights: every weight is 0"),
 ])
 def test_weights_errors(text: str, message: str) -> None:
     with pytest.raises(KvroofError) as error:

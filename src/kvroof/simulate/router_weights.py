@@ -2,14 +2,17 @@
 scorer, read from ``KEY=WEIGHT,...`` text (``--router-weights``).
 
 The defaults are llm-d's published endpoint-picker configuration for a vLLM deployment with
-CPU offloading, the case kvroof's host tier models: ``queue-scorer`` 2,
-``kv-cache-utilization-scorer`` 2, ``gpu-prefix-cache-scorer`` 1, ``cpu-prefix-cache-scorer`` 1
-(llm-d/llm-d, ``guides/tiered-prefix-cache/cpu/router/tiered-prefix-cache-cpu.values.yaml``,
-commit c2405cdfdfab189dc493de38b692fc21321d2421). That profile has no ``no-hit-lru-scorer``, so
-its weight is 0 here; llm-d's optimized-baseline profile gives it 2 (with queue 2,
-kv-utilization 2 and prefix 3, no CPU prefix scorer; the HBM-only guide
-``guides/inference-scheduling/scheduler/inference-scheduling.values.yaml``, commit
-086f217d643a6932b261a60f8f337b2ca2629d80, has queue 2, kv-utilization 2, prefix 3).
+CPU offloading, the case kvroof's host tier models: ``queue-scorer``,
+``kv-cache-utilization-scorer``, ``gpu-prefix-cache-scorer``, ``cpu-prefix-cache-scorer`` and
+``no-hit-lru-scorer`` at weight 1 each (llm-d/llm-d,
+``guides/tiered-prefix-cache/router/single-host/tiered-prefix-cache-cpu.values.yaml`` at commit
+68d37a35451e378d59d9f3d0a90c9139f305c96b, no weight given, so 1; the guide's README: "The
+current weight configuration defaults to 1:1:1:1:1"). llm-d PR 1654 (merged 2026-06-02)
+replaced the earlier profile, queue 2, kv-utilization 2, GPU prefix 1, CPU prefix 1 and no
+no-hit-lru scorer (``guides/tiered-prefix-cache/cpu/router/tiered-prefix-cache-cpu.values.yaml``,
+commit c2405cdfdfab189dc493de38b692fc21321d2421). llm-d's HBM-only profile
+(``guides/inference-scheduling/scheduler/inference-scheduling.values.yaml``, commit
+086f217d643a6932b261a60f8f337b2ca2629d80) has queue 2, kv-utilization 2, prefix 3.
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ SCORERS: dict[str, str] = {
 class RouterWeights:
     """Weights of the scoring router's scorers (non-negative, at least one positive)."""
 
-    queue: float = 2.0
-    kv_utilization: float = 2.0
+    queue: float = 1.0
+    kv_utilization: float = 1.0
     prefix: float = 1.0
     host_prefix: float = 1.0
-    no_hit_lru: float = 0.0
+    no_hit_lru: float = 1.0
 
     def __post_init__(self) -> None:
         for item in fields(self):
