@@ -2,9 +2,10 @@
 (:class:`~kvroof.cost.kernel_resolution.TimedOp`) at its size, by kind: a GEMM's or a fused
 MoE's roofline at the table's peaks over the measured efficiency (capped at 1), an all-reduce's
 measured time, an element-wise kernel's memory rule, and an attention call over a cached prefix
-scaled from the table's prefill of ``K + T`` tokens (floats, or broadcasting arrays in few
-passes); an op without a table takes its roofline at the deployment's achievable figures
-(:class:`Rates`). The rules and their sources are in :mod:`kvroof.cost.kernel_time`.
+scaled from the table's prefill of ``K + T`` tokens, least over this ``K`` and any larger one
+(:mod:`kvroof.cost.kernel_prefix`; floats, or broadcasting arrays in few passes); an op
+without a table takes its roofline at the deployment's achievable figures (:class:`Rates`).
+The rules and their sources are in :mod:`kvroof.cost.kernel_time`.
 
 Every op is priced with its own counts, :meth:`Op.work <kvroof.cost.forward_op.Op.work>` (for a
 GEMM or a MoE layer :mod:`kvroof.kernels.work`'s, the ones the tables' efficiencies are defined
@@ -206,8 +207,9 @@ def attention_seconds(top: TimedOp, t: Any, k: Any, rates: Rates, floor: Any = T
 
 def _attention_scalar(top: TimedOp, t: float, k: float, floor: bool = True) -> float:
     """The table's time at ``S = K + T`` scaled by the share of that call's (query, key) pairs,
-    so of its FLOPs, the new tokens score; at least the call's own roofline at peak and, with
-    ``floor``, the table's time for ``T`` tokens."""
+    so of its FLOPs, the new tokens score, least over this ``K`` and any larger one
+    (``top.prefix``: :mod:`kvroof.cost.kernel_prefix`); at least the call's own roofline at peak
+    and, with ``floor``, the table's time for ``T`` tokens."""
     s = t + k
     if s <= 0.0:
         return 0.0
@@ -215,6 +217,8 @@ def _attention_scalar(top: TimedOp, t: float, k: float, floor: bool = True) -> f
     roof = max(flops / top.peak, size / top.hbm)
     table, table_flops = _table_call(top, s)
     scaled = table * flops / table_flops
+    if top.prefix is not None:  # the least at this K or any larger (kernel_prefix)
+        scaled = top.prefix.least(t, s, scaled, lambda x: _table_call(top, x)[0])
     least = _table_call(top, t)[0] if (floor and t > 0.0) else 0.0
     return float(max(scaled, least, roof))
 
@@ -229,6 +233,8 @@ def _attention_array(top: TimedOp, t: FloatArray, k: FloatArray, floor: Any = Tr
     with np.errstate(divide="ignore", invalid="ignore"):
         scaled = table * flops
         scaled /= table_flops
+        if top.prefix is not None:  # the least at this K or any larger (kernel_prefix)
+            scaled = top.prefix.least(t, s, scaled, lambda x: _table_call(top, x)[0])
     np.maximum(scaled, size / top.hbm, out=scaled)
     if np.any(floor):
         own = np.where((t > 0) & np.asarray(floor, dtype=bool), _table_call(top, t)[0], 0.0)

@@ -19,6 +19,7 @@ import numpy as np
 from kvroof.cost.collectives import collective_bandwidth, collective_latency
 from kvroof.cost.deployment import Deployment
 from kvroof.cost.forward_op import Op
+from kvroof.cost.kernel_prefix import PrefixRule, prefix_rule
 from kvroof.kernels.interpolate import LogCurve as Curve
 from kvroof.units import Kind, format_quantity
 
@@ -48,7 +49,11 @@ class TimedOp:
     hbm: float = 0.0
     times: Curve | None = None
     """A GEMM's or a fused MoE's ``log`` seconds a call at the table's points along ``m``,
-    made non-decreasing (:func:`monotone_times`); None for other ops."""
+    made non-decreasing (:func:`monotone_times`), or an attention op's table call along ``S``;
+    None for other ops."""
+    prefix: PrefixRule | None = None
+    """An attention op's rule for a cached prefix (the least scaled time at this ``K`` or any
+    larger one, :mod:`kvroof.cost.kernel_prefix`); None for other ops and chunked layers."""
 
 
 def monotone_times(op: Op, points: Any, efficiency: Any, peak: float, hbm: float) -> Curve:
@@ -190,12 +195,14 @@ def resolve_op(op: Op, dep: Deployment, backend: str) -> TimedOp:
             if op.rule == "chunk":
                 notes.append(f"chunked attention priced as a sliding window of {window:g}")
             notes.append("a cached prefix: the table at K + T scaled by the pairs the new "
-                         "tokens score")
+                         "tokens score" + ("" if op.rule == "chunk" else
+                                           ", least over this K and any larger"))
             curve = Curve(points, result.values)
             peak, hbm = system.peak_flops[variant.peak], system.hbm_bandwidth
+            times = _attention_times(op, curve, windowed, window, peak, hbm)
             return TimedOp(op, "kernels", cov.source, tuple(notes), curve, windowed,
-                           peak=peak, hbm=hbm,
-                           times=_attention_times(op, curve, windowed, window, peak, hbm))
+                           peak=peak, hbm=hbm, times=times,
+                           prefix=prefix_rule(op, times, window, peak, hbm))
         # all-reduce: the time of one call along the message size, at TP GPUs
         _, cov = kernels.allreduce_time(acc, backend, dep.tp, 1.0)
         variant = _variant(system, "allreduce", cov.key)

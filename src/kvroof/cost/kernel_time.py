@@ -13,8 +13,11 @@ add up (no overlap between kernels):
   cached and ``T`` new tokens is the table's time at sequence length ``K + T`` scaled by the
   share of that sequence's (query, key) pairs the new tokens score (aiconfigurator's own rule,
   ``prefix_correction`` in ``aic-core/rust/aiconfigurator-core/src/operators/attention.rs`` at
-  the tables' commit), and never less than the table's time for ``T`` tokens alone (the call's
-  floor) or its own roofline at peak (reading the cached keys and values);
+  the tables' commit), taken as the least such time at this ``K`` or any larger one (a call
+  over fewer cached tokens can run as one over more, masked, so the time never falls as the
+  prefix grows: :mod:`kvroof.cost.kernel_prefix`; not for a chunked layer, whose work falls as
+  the prefix crosses a chunk), and never less than the table's time for ``T`` tokens alone (the
+  call's floor) or its own roofline at peak (reading the cached keys and values);
 - an all-reduce of ``m x hidden`` 16-bit activations: the measured time of the engine's
   backend (``Engine.allreduce_backend``, vLLM's when no engine says: the tables' engine) among
   the TP ranks, NCCL's above ``Engine.allreduce_nccl_above``;
@@ -38,8 +41,9 @@ logits row a request.
 
 The mode is built in modules, each one step: the op list (:mod:`kvroof.cost.ops`); each op
 matched once to its table, or to its fallback and the reason
-(:mod:`kvroof.cost.kernel_resolution`: :class:`Curve`, :class:`TimedOp`); one call of an op
-timed (:mod:`kvroof.cost.kernel_op_time`); the per-op report (:mod:`kvroof.cost.kernel_result`:
+(:mod:`kvroof.cost.kernel_resolution`: :class:`Curve`, :class:`TimedOp`; an attention op's
+rule for a cached prefix, :mod:`kvroof.cost.kernel_prefix`); one call of an op timed
+(:mod:`kvroof.cost.kernel_op_time`); the per-op report (:mod:`kvroof.cost.kernel_result`:
 :class:`OpTime`, :class:`KernelBreakdown`); a deployment's resolved ops and their sum for one
 request (:mod:`kvroof.cost.kernel_model`: :class:`KernelModel`); a serving iteration
 (:mod:`kvroof.cost.kernel_iteration`). This module holds the prefill's entry points
