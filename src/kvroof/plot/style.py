@@ -124,10 +124,10 @@ _MEASURE: list[Any] = []
 _MEASURE_DPI = (100, 110, 150)  # notebooks, the screen, saved PNGs: hinting differs by dpi
 
 
-def text_width(text: str, fontsize: float) -> float:
-    """The width of one line of ``text`` in points, in kvroof's font at ``fontsize``: the
-    widest of the Agg renderer's at the resolutions kvroof draws at (glyph hinting changes the
-    width with the resolution by a few percent)."""
+def text_width(text: str, fontsize: float, weight: str = "normal") -> float:
+    """The width of one line of ``text`` in points, in kvroof's font at ``fontsize`` and
+    ``weight``: the widest of the Agg renderer's at the resolutions kvroof draws at (glyph
+    hinting changes the width with the resolution by a few percent)."""
     from matplotlib.font_manager import FontProperties
 
     if not _MEASURE:
@@ -135,25 +135,26 @@ def text_width(text: str, fontsize: float) -> float:
 
         _MEASURE.extend(RendererAgg(1, 1, dpi)  # type: ignore[no-untyped-call]
                         for dpi in _MEASURE_DPI)
-    font = FontProperties(size=fontsize)
+    font = FontProperties(size=fontsize, weight=weight)
     return max(float(r.get_text_width_height_descent(text, font, ismath=False)[0]) * 72 / dpi
                for r, dpi in zip(_MEASURE, _MEASURE_DPI, strict=True))
 
 
-def wrap_to_width(text: str, width_pt: float, fontsize: float) -> list[str]:
-    """``text`` broken at spaces into lines no wider than ``width_pt`` points (a word wider than
-    the line is broken at characters)."""
+def wrap_to_width(text: str, width_pt: float, fontsize: float,
+                  weight: str = "normal") -> list[str]:
+    """``text`` broken at spaces into lines no wider than ``width_pt`` points at ``fontsize``
+    and ``weight`` (a word wider than the line is broken at characters)."""
     lines: list[str] = []
     line = ""
     for word in text.split():
         trial = f"{line} {word}" if line else word
-        if text_width(trial, fontsize) <= width_pt:
+        if text_width(trial, fontsize, weight) <= width_pt:
             line = trial
             continue
         if line:
             lines.append(line)
-        while text_width(word, fontsize) > width_pt and len(word) > 1:
-            cut = max(1, int(len(word) * width_pt / text_width(word, fontsize)) - 1)
+        while text_width(word, fontsize, weight) > width_pt and len(word) > 1:
+            cut = max(1, int(len(word) * width_pt / text_width(word, fontsize, weight)) - 1)
             lines.append(word[:cut])
             word = word[cut:]
         line = word
@@ -246,7 +247,7 @@ def axes_notes(ax: Any, notes: Sequence[tuple[str, ...]], *, fontsize: float = 7
         gid, text = note[0], note[1]
         tone = note[2] if len(note) > 2 else "black"
         bold = "saturated" in gid
-        lines = wrap_to_width(text, width, fontsize * (1.06 if bold else 1.0))
+        lines = wrap_to_width(text, width, fontsize, "bold" if bold else "normal")
         ax.text(0.0, 1.0, "\n".join(lines), transform=ax.transAxes + ScaledTranslation(
                     0, lift / 72, fig.dpi_scale_trans), ha="left", va="bottom",
                 fontsize=fontsize, color=tone, clip_on=False, gid=gid,

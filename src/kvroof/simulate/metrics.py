@@ -219,6 +219,7 @@ def summarize(requests: dict[str, NDArray[Any]], iterations: dict[str, NDArray[n
         "compute_utilization": float(iterations["flops"].sum()) / (totals["peak_flops"] * span),
         "power_mean_w": energy / (span * gpus),
         "power_max_w": _peak_power(iterations, totals) if count else totals["idle_power"],
+        "idle_power_w": totals["idle_watts"] / gpus,  # per GPU, the spec's (0 W where unknown)
         "energy_j": energy,
         "energy_per_request_j": energy / n if n else float("nan"),
         "energy_per_output_token_j": energy / output_tokens if output_tokens else float("nan"),
