@@ -102,7 +102,8 @@ def grid_case(n: int, dep: Deployment) -> None:
     del held
     print(f"  TTFT result holds {current / (n * n):.1f} bytes per point")
     bandwidth = np.geomspace(5e9, 5e11, n)[None, :]
-    swept = kvroof.deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, bandwidth=bandwidth)
+    swept = kvroof.deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, bandwidth=bandwidth,
+                              compute_model="roofline")
     got = np.asarray(kvroof.kappa_crit(swept, t).kappa_crit)
     want = kappa_floor(swept, t)
     assert np.allclose(got, want, rtol=1e-6, equal_nan=True), "the floor must agree"
@@ -139,12 +140,13 @@ def process_case(label: str, argv: list[str], floor: float | None = None) -> flo
 
 
 def main() -> None:
-    dep = kvroof.deployment("qwen3-235b-a22b", system="dgx-h100", tp=8)
+    # the roofline's grids against their numpy floor (kernel mode: benchmarks/bench_kernels.py)
+    dep = kvroof.deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, compute_model="roofline")
     sizes = [1000] if "--quick" in sys.argv else [1000, 3163]
     for n in sizes:
         grid_case(n, dep)
     scalar_case(dep)
-    gpt = kvroof.deployment("gpt-oss-120b", system="dgx-h100", tp=8,
+    gpt = kvroof.deployment("gpt-oss-120b", system="dgx-h100", tp=8, compute_model="roofline",
                             bandwidth=np.geomspace(1e9, 1e12, 100)[None, :])
     small = np.geomspace(1, 8192, 100)[:, None]
     seconds = best_of(3, lambda: kvroof.kappa_crit(gpt, small))

@@ -62,11 +62,14 @@ def main() -> None:
     repeats = 2 if quick else 5
     cases = {
         "Qwen3-235B-A22B, DGX H100, TP 8, alone": kvroof.deployment(
-            "qwen3-235b-a22b", system="dgx-h100", tp=8),
+            "qwen3-235b-a22b", system="dgx-h100", tp=8, compute_model="roofline"),
         "Qwen3-235B-A22B, DGX H100, TP 8, 8,192-token iteration": kvroof.deployment(
-            "qwen3-235b-a22b", system="dgx-h100", tp=8, iteration_tokens=8192),
+            "qwen3-235b-a22b", system="dgx-h100", tp=8, iteration_tokens=8192,
+            compute_model="roofline"),
         "Llama-3.1-70B, DGX H100, TP 4, alone": kvroof.deployment(
-            "llama-3.1-70b", system="dgx-h100", tp=4),
+            "llama-3.1-70b", system="dgx-h100", tp=4, compute_model="roofline"),
+        "gpt-oss-120b, two H100s, TP 2, alone": kvroof.deployment(
+            "gpt-oss-120b", accelerator="h100", tp=2, compute_model="roofline"),
     }
     for name, dep in cases.items():
         for line in report(name, dep, repeats):

@@ -15,9 +15,16 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_the_default_output_has_no_compute_model_row(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_output_names_its_compute_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """The default (auto) picks the H100's kernel tables and says so; the roofline says so
+    too."""
     code, out, _ = run(capsys, "kappa", "--model", "llama-3.1-8b", "--accelerator", "h100")
-    assert code == 0 and "compute model" not in out  # the documented outputs stay as they are
+    (row,) = [line for line in out.splitlines() if line.startswith("compute model")]
+    assert code == 0 and "kernels (measured per-op tables for h100-sxm" in row
+    code, out, _ = run(capsys, "kappa", "--model", "llama-3.1-8b", "--accelerator", "h100",
+                       "--compute-model", "roofline")
+    (row,) = [line for line in out.splitlines() if line.startswith("compute model")]
+    assert code == 0 and "roofline (one whole-model roofline" in row
 
 
 @pytest.mark.parametrize(("argv", "expected"), [

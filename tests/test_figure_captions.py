@@ -73,17 +73,19 @@ def test_explore_readout_in_human_units() -> None:
 
 
 def test_each_caption_says_which_compute_model_timed_it() -> None:
-    # the default report sets no compute_model, so every deployment is timed by the roofline
+    # the default report sets no compute_model, so every deployment takes the default, auto:
+    # the kernel tables where they cover the accelerator (DGX H100's H100 SXM here)
     specs = {k: make for k, _, make in figure_specs(ReportConfig(), REG, validate(registry=REG))}
-    roofline = ("Compute model: roofline (one whole-model roofline at each accelerator's "
-                "achievable compute).")
     for key in ("ceilings", "overhead", "breakdown"):
-        assert specs[key]()[1].endswith(" " + roofline), key
+        caption = specs[key]()[1]
+        assert "Compute model: auto: kernels on " in caption, key
+        assert caption.endswith("(GEMMs timed on vllm 0.24.0)."), key
+    assert "auto: kernels on h100-sxm" in specs["ceilings"]()[1]
     assert specs["roofline-paper"]()[1].endswith(
         "Compute: the paper's Eq. 6 with the paper's own C (a formula, not one of kvroof's "
         "compute models).")
     assert specs["validation"]()[1].endswith(
-        "Compute model: roofline (kvroof validate's setting; the tables give each case's "
+        "Compute model: auto (kvroof validate's setting; the tables give each case's "
         "prediction).")
 
 
@@ -100,3 +102,22 @@ def test_kernel_and_auto_captions_name_the_tables_and_what_fell_back() -> None:
     assert compute_model_sentence("kernels", [mi300x]) == (
         "Compute model: kernels: every op at its roofline on mi300x (no kernel tables).")
     assert compute_model_sentence("roofline", [h200]).startswith("Compute model: roofline")
+
+
+def test_simulation_captions_name_the_compute_model() -> None:
+    """The serving-simulation figures say which compute model timed the iterations: the
+    paper testbed's H100 SXM has kernel tables, so the default (auto) takes them; a report set
+    to the roofline says so."""
+    from kvroof.report.config_sections import SimulationReport
+    from kvroof.report.simulation import simulation_section
+
+    small = SimulationReport(requests=20, replicas=1, schedulers=["fifo"],
+                             cache_policies=["load"], paper_load_models=[])
+    for config, expected in (
+            (ReportConfig(simulation=small), "Compute model: auto: kernels on h100-sxm"),
+            (ReportConfig(simulation=small, compute_model="roofline"),
+             "Compute model: roofline (one whole-model roofline")):
+        section = simulation_section(config, REG)
+        for _, _, make in section.figures:
+            _, caption, _ = make()
+            assert expected in caption

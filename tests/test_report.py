@@ -90,6 +90,22 @@ def test_cli_report_without_the_simulation(capsys: pytest.CaptureFixture[str],
     assert not list((tmp_path / "out" / "figures").glob("simulation-*"))
 
 
+def test_cli_report_compute_model(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--compute-model replaces the config's compute_model (default auto) in every section:
+    the captions and the validation section say the roofline."""
+    config = tmp_path / "c.yaml"
+    config.write_text("models: [llama-3.1-8b]\ncompute_model: kernels\nsimulation: null\n"
+                      "planning: null\n")
+    code, _, err = run(capsys, "report", "-o", str(tmp_path / "out"), "--config", str(config),
+                       "--quiet", "--compute-model", "roofline")
+    assert code == 0, err
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "Compute model: roofline (one whole-model roofline" in text
+    assert "Compute model: kernels" not in text and "Compute model: auto" not in text
+    assert "Compute model: roofline (kvroof validate's setting" in text
+    assert load_report_config(config, REG).settings()["compute_model"] == "kernels"
+
+
 def test_report_uses_configured_traces(tmp_path: Path) -> None:
     """A config that names a trace (relative to the config file) analyses it, not synthetic."""
     data = Path(__file__).resolve().parent.parent / "examples" / "data"
@@ -150,6 +166,7 @@ def test_cli_report_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
          "synthetic_requests: at most 1,000,000 synthetic requests per workload (the report "
          "draws three), got 1,000,000,000"),
         # files: relative to the config's folder, there, and usable
+        ("compute_model: fast\n", "compute_model: "),
         ("workloads: [{path: nope.csv}]\n", "workloads[0].path: no such file: "),
         ("workloads: [{path: .}]\n", "workloads[0].path: not a file: "),
         ("workloads: [{path: mystery.txt}]\n", "workloads[0].path: "),

@@ -293,12 +293,17 @@ def test_fixed_latency_above_compute_gives_zero() -> None:
 def test_kappa_rises_with_bandwidth_falls_with_compute(
     bw: float, factor: float, t: int, model: str
 ) -> None:
-    dep = h100(model, tp=8, bandwidth=bw)
+    # a compute override times the roofline (auto falls back to it), so the GPU side is the
+    # roofline's; the link side holds in either compute model
+    dep = h100_roofline(model, tp=8, bandwidth=bw)
     base = kappa_crit(dep, t).kappa_crit
     faster_link = kappa_crit(dataclasses.replace(dep, bandwidth=bw * factor), t).kappa_crit
     faster_gpu = kappa_crit(dataclasses.replace(dep, compute=989.4e12 * factor), t).kappa_crit
     assert faster_link >= base
     assert faster_gpu <= base
+    measured = h100(model, tp=8, bandwidth=bw, compute_model="kernels")
+    assert kappa_crit(dataclasses.replace(measured, bandwidth=bw * factor), t).kappa_crit >= \
+        kappa_crit(measured, t).kappa_crit
 
 
 def test_array_settings_broadcast() -> None:

@@ -336,21 +336,24 @@ def test_auto_uses_kernels_only_where_tables_exist(registry: Registry) -> None:
     assert compute_time(h20, 512, 1000) == compute_time(roofline, 512, 1000)
 
 
-def test_default_is_the_roofline_unchanged(registry: Registry) -> None:
-    """The default deployment's compute and TTFT are the roofline's, to the bit, and say so."""
+def test_default_is_auto_and_picks_the_tables_where_they_cover(registry: Registry) -> None:
+    """The default deployment's compute model is ``auto``: on a covered accelerator (H100) its
+    compute and TTFT are kernel mode's to the bit and say so; the roofline is one setting away
+    and differs."""
     default = deployment("qwen3-235b-a22b", system="dgx-h100", tp=8, registry=registry)
-    assert default.compute_model == "roofline" and default.ttft_clock == "kernel"
-    explicit = dataclasses.replace(default, compute_model="roofline")
+    assert default.compute_model == "auto" and default.ttft_clock == "kernel"
+    explicit = dataclasses.replace(default, compute_model="kernels")
     t = np.array([1.0, 64.0, 4096.0])[:, None]
     k = np.array([0.0, 1000.0, 1e6])[None, :]
     for a, b in ((ttft(default, t, k), ttft(explicit, t, k)),
                  (ttft(default, 512, 8192), ttft(explicit, 512, 8192))):
         assert np.array_equal(a.ttft, b.ttft) and np.array_equal(a.compute, b.compute)
-        assert a.compute_model == "roofline" and a.clock == "kernel"
-    assert not isinstance(compute_breakdown(default, 512, 8192), KernelBreakdown)
-    kernel = dataclasses.replace(default, compute_model="kernels")
-    assert ttft(kernel, 512, 8192).compute_model == "kernels"
-    assert ttft(kernel, 512, 8192).ttft != ttft(default, 512, 8192).ttft
+        assert a.compute_model == "kernels" and a.clock == "kernel"
+    assert isinstance(compute_breakdown(default, 512, 8192), KernelBreakdown)
+    roofline = dataclasses.replace(default, compute_model="roofline")
+    assert ttft(roofline, 512, 8192).compute_model == "roofline"
+    assert ttft(roofline, 512, 8192).ttft != ttft(default, 512, 8192).ttft
+    assert not isinstance(compute_breakdown(roofline, 512, 8192), KernelBreakdown)
 
 
 def test_busy_regime_shares_the_per_token_ops(registry: Registry) -> None:

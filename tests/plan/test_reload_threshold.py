@@ -51,10 +51,11 @@ def test_threshold_is_the_cost_model_crossover(model: str, where: dict[str, obje
 def test_known_values() -> None:
     """Hand-checkable ends: a dense 70B model on a Gen5 link loads from the first token (its
     all-reduces make each recomputed token cost more than its load); Llama-2-7B's 512 kB of
-    MHA KV a token on a B200 recomputes prefixes up to about 14K tokens."""
-    big = kvroof.deployment("llama-3.1-70b", system="dgx-h100", tp=8)
+    MHA KV a token on a B200 recomputes prefixes up to about 14K tokens. Both at the roofline,
+    whose compute these hand figures use."""
+    big = kvroof.deployment("llama-3.1-70b", system="dgx-h100", tp=8, compute_model="roofline")
     assert set(crossover(big, [1, 4096], K_MAX)) == {1}
-    mha = kvroof.deployment("llama-2-7b", system="hgx-b200", tp=1)
+    mha = kvroof.deployment("llama-2-7b", system="hgx-b200", tp=1, compute_model="roofline")
     assert 10_000 < crossover(mha, [4096], K_MAX)[0] < 20_000  # type: ignore[operator]
 
 

@@ -26,7 +26,10 @@ def table_trace(new: Sequence[int], cached: Sequence[int], output: Sequence[int]
 
 
 def paper_testbed(model: str = "llama-3.1-70b", **settings: object) -> Deployment:
-    """The seed paper's testbed (8x H100 SXM, PCIe Gen4) at TP 8."""
+    """The seed paper's testbed (8x H100 SXM, PCIe Gen4) at TP 8, timed by the roofline (the
+    paper's compute, and the simple model these tests' schedules are derived with; kernel mode
+    in the simulator has its own tests) unless ``compute_model`` is given."""
+    settings.setdefault("compute_model", "roofline")
     return deployment(model, system="paper-testbed", registry=REG, tp=8, **settings)
 
 

@@ -78,7 +78,8 @@ def test_a_lone_request_is_timed_in_kernel_mode() -> None:
     assert result.requests["e2e"][0] == pytest.approx(prefill + first + second, rel=1e-12)
     # the roofline gives another time: the mode is not ignored
     roof = simulate(table_trace([3000], [0], 3, arrival=[0.0]), [deployment(
-        "llama-3.1-8b", accelerator="h100", registry=REG)], SimSettings(fast_forward=False))
+        "llama-3.1-8b", accelerator="h100", registry=REG, compute_model="roofline")],
+        SimSettings(fast_forward=False))
     assert not math.isclose(roof.requests["ttft"][0], prefill, rel_tol=1e-3)
 
 

@@ -227,11 +227,12 @@ def kappa_report(dep: Deployment, mode: str, new_tokens: float,
 
 
 def _compute_model_rows(dep: Deployment) -> list[list[str]]:
-    """A "compute model" row when it is not the default roofline: which model timed the
-    compute, and whether any kernel table covers the accelerator (without one every op falls
-    back to its roofline, which the row says instead of hiding it)."""
+    """The "compute model" row: which model timed the compute, and whether any kernel table
+    covers the accelerator (without one every op falls back to its roofline, which the row says
+    instead of hiding it)."""
     if dep.compute_model == "roofline":
-        return []
+        return [["compute model", "roofline (one whole-model roofline at the achievable "
+                 "figures; --compute-model roofline)"]]
     from kvroof.cost.compute_figures import ROOFLINE_OVERRIDE, roofline_setting
     from kvroof.kernels import covered
 

@@ -66,13 +66,13 @@ def add_deployment_flags(
                            "published checkpoint's, e.g. fp8 for DeepSeek-V3)")
     tune.add_argument("--mla", default=None, choices=MLA_MODES,
                       help="MLA prefill: expanded (vLLM/SGLang) or absorbed (default expanded)")
-    tune.add_argument("--compute-model", default="roofline", choices=COMPUTE_MODELS,
+    tune.add_argument("--compute-model", default="auto", choices=COMPUTE_MODELS,
                       help="how compute is timed: roofline (one whole-model roofline at the "
                            "achievable figures: the paper's formulas), kernels (each op's "
                            "roofline over its measured efficiency from kvroof's kernel tables, "
                            "op by op; ops without a table fall back to their roofline) or auto "
-                           "(kernels where the tables cover the accelerator, else roofline) "
-                           "(default roofline)")
+                           "(the default: kernels where the tables cover the accelerator, "
+                           "else roofline)")
     tune.add_argument("--moe-routing", default="balanced", choices=MOE_ROUTINGS,
                       help="MoE routing of the kernel tables in kernel mode: balanced or "
                            "skewed (power law) (default balanced)")

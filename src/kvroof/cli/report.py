@@ -31,6 +31,10 @@ def register(commands: Any) -> None:
                         help="leave out the planning section (the config's 'planning:', "
                              "kvroof plan on the shipped trace; about 4 s of the default "
                              "report's CPU)")
+    report.add_argument("--compute-model", choices=("roofline", "kernels", "auto"),
+                        help="how compute is timed in every section (the config's "
+                             "'compute_model:'; default auto: the measured kernel tables where "
+                             "they cover the accelerator, else the roofline)")
     report.add_argument("--quiet", action="store_true", help="no progress lines")
     report.add_argument("--force", action="store_true",
                         help="write into a non-empty folder that kvroof did not make (files of "
@@ -47,6 +51,8 @@ def run_report(args: argparse.Namespace) -> None:
         config = config.model_copy(update={"simulation": None})
     if args.no_planning:
         config = config.model_copy(update={"planning": None})
+    if args.compute_model is not None:
+        config = config.model_copy(update={"compute_model": args.compute_model})
 
     def progress(message: str) -> None:
         if not args.quiet:

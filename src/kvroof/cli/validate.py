@@ -25,10 +25,11 @@ def register(commands: Any) -> None:
                              "(on, default) or kvroof's defaults as before engine profiles "
                              "(off); the summary shows both and the held-out errors")
     parser.add_argument("--compute-model", choices=("roofline", "kernels", "auto"),
-                        default="roofline",
+                        default="auto",
                         help="how the model-level cases' compute is timed: roofline (one "
-                             "whole-model roofline, default), kernels (op by op from the measured "
-                             "kernel tables; --case lists each op's model and source) or auto")
+                             "whole-model roofline), kernels (op by op from the measured kernel "
+                             "tables; --case lists each op's model and source) or auto (the "
+                             "default: kernels where the tables cover the accelerator)")
     parser.add_argument("--ttft-clock", choices=("kernel", "client"), default="kernel",
                         help="what a predicted TTFT is: kernel time (default) or client-side "
                              "(the engine profiles' serving overheads added)")
@@ -157,7 +158,7 @@ def _run_serving(args: argparse.Namespace) -> None:
     from kvroof.validation.serving_table import FLAGS_TEXT, condition_table, stats_rows
 
     for flag, given in (("--case", args.case), ("--engine-profiles", args.engine_profiles != "on"),
-                        ("--compute-model", args.compute_model != "roofline"),
+                        ("--compute-model", args.compute_model != "auto"),
                         ("--ttft-clock", args.ttft_clock != "kernel")):
         if given:
             raise KvroofError(f"{flag}: applies to the model-level cases, not to --quantity "

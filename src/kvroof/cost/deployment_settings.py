@@ -38,13 +38,14 @@ new tokens' KV is saved to host memory in the same step, as vLLM's connector wai
 the last whole block; default: every cached token is reused) and ``request_overhead`` (seconds
 added to every request's TTFT; default 0).
 
-How compute is timed (``compute_model``): ``roofline`` (the default: one whole-model roofline,
-``max(FLOP time, HBM time) + all-reduce``, :mod:`kvroof.cost.compute`), ``kernels`` (the sum over
-layers and ops of each op's roofline time over its measured efficiency, from the kernel tables
-of :mod:`kvroof.kernels`; an op without a table falls back to its own roofline:
-:mod:`kvroof.cost.kernel_time`) or ``auto`` (kernels where the tables cover the accelerator,
-else roofline). A ``compute`` override, a ``compute_efficiency`` or a system calibration applies
-to the roofline only: ``auto`` then uses the roofline, ``kernels`` refuses them.
+How compute is timed (``compute_model``): ``roofline`` (one whole-model roofline,
+``max(FLOP time, HBM time) + all-reduce``, :mod:`kvroof.cost.compute`; the seed paper's
+formulas), ``kernels`` (the sum over layers and ops of each op's roofline time over its measured
+efficiency, from the kernel tables of :mod:`kvroof.kernels`; an op without a table falls back
+to its own roofline: :mod:`kvroof.cost.kernel_time`) or ``auto`` (the default: kernels where the
+tables cover the accelerator, else roofline). A ``compute`` override, a ``compute_efficiency``
+or a system calibration applies to the roofline only: ``auto`` then uses the roofline,
+``kernels`` refuses them.
 ``moe_routing`` picks the MoE table's routing (``balanced``, or a power law) in kernel mode.
 ``ttft_clock`` says what a TTFT is: ``kernel`` (the GPU's work and the transfer, the default)
 or ``client`` (plus the engine profile's serving overheads: the time a client measures).
@@ -169,7 +170,7 @@ class DeploymentSettings:
     reuse_block_tokens: int | None = None
     request_overhead: ArrayLike = 0.0
     engine: Engine | None = None
-    compute_model: ComputeModel = "roofline"
+    compute_model: ComputeModel = "auto"
     moe_routing: MoeRouting = "balanced"
     ttft_clock: TtftClock = "kernel"
 

@@ -82,6 +82,10 @@ class ReportConfig(_Strict):
     new_tokens: _Tokens = 128.0
     tp: _Count = Field(8, ge=1)
     compute_dtype: str = "bf16"
+    compute_model: Literal["roofline", "kernels", "auto"] = "auto"
+    """How compute is timed in every deployment of the report (and its validation section):
+    ``auto`` (the measured kernel tables where they cover the accelerator, else the roofline),
+    ``kernels`` or ``roofline`` (the seed paper's whole-model roofline)."""
     bandwidth_source: Literal["peak", "sustained"] = "sustained"
     compute_efficiency: _Efficiency | None = None
     """Share of the dense peak; default: each accelerator's published achievable matmul rate."""
@@ -160,6 +164,7 @@ class ReportConfig(_Strict):
         settings: dict[str, Any] = {
             "tp": self.tp,
             "compute_dtype": self.compute_dtype,
+            "compute_model": self.compute_model,
             "bandwidth_source": self.bandwidth_source,
             "compute_efficiency": self.compute_efficiency,
             "link_efficiency": self.link_efficiency,

@@ -329,7 +329,7 @@ def _compute_note(key: str, config: ReportConfig, reg: Registry,
         compute_model_sentence,
     )
 
-    setting = str(config.settings().get("compute_model", "roofline"))
+    setting = config.compute_model
 
     def systems(*names: str) -> list[Accelerator]:
         return [reg.accelerator(reg.system(name).accelerator) for name in names]

@@ -102,7 +102,7 @@ def _build_into(
     _prepare_folder(target)
     from kvroof.plot.style import save_figure
 
-    validation_result = validate(registry=reg)
+    validation_result = validate(registry=reg, compute_model=config.compute_model)
     specs = figure_specs(config, reg, validation_result)
     section = None
     if config.simulation is not None:

@@ -57,6 +57,9 @@ def simulation_section(config: ReportConfig, registry: Registry) -> SimulationSe
                      f"{100 * s['link_h2d_utilization']:.1f}%", f"{s['power_mean_w']:.0f} W"])
     where = (f"{trace.name} ({len(trace):,} requests) on {section.replicas} x {dep.short_label}"
              f", {config.bandwidth_source} link bandwidth, {section.load_mode} loads")
+    from kvroof.report.compute_labels import compute_model_sentence
+
+    compute = compute_model_sentence(str(dep.compute_model), [dep.accelerator])
     notes = [f"Serving simulation (docs/simulate.md): {where}. Each iteration is timed by the cost "
              "model; TTFT counts queueing, loads and chunked prefill. Hits: prompt tokens found "
              "in HBM / loaded from host DRAM. Power: mean per GPU over the run, idle included."]
@@ -83,7 +86,7 @@ def simulation_section(config: ReportConfig, registry: Registry) -> SimulationSe
                   f"TTFT p50 from {p50[low]:.3g} s ({low}) to {p50[high]:.3g} s ({high})")
                + ".")
         return ttft_cdf_figure(results, trace.name), (
-            f"TTFT distribution per scheduler and cache policy: {where}."), alt
+            f"TTFT distribution per scheduler and cache policy: {where}. {compute}"), alt
 
     def timeline() -> tuple[Figure, str, str]:
         from kvroof.plot.simulate import timeline_figure
@@ -92,7 +95,7 @@ def simulation_section(config: ReportConfig, registry: Registry) -> SimulationSe
         s = first.summary
         return timeline_figure(first, note=label), (
             f"Tokens scheduled per iteration (against the {s['token_budget']:,}-token "
-            f"budget) and power per GPU over simulated time, {label}: {where}."), (
+            f"budget) and power per GPU over simulated time, {label}: {where}. {compute}"), (
             f"Over simulated time ({label}): {s['tokens_per_iteration']:,.0f} tokens per "
             f"iteration on average against a {s['token_budget']:,}-token budget, and "
             f"{s['power_mean_w']:.0f} W per GPU on average, idle time included.")

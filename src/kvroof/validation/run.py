@@ -7,10 +7,11 @@
 - ``held_out``: as ``after``, but the copy-size parameters are refitted without the case's own
   source (leave one source out), so no case is predicted with a fit that saw it.
 
-Model-level cases are predicted with the ``compute_model`` asked for (``roofline`` by default,
-or ``kernels``: the measured kernel tables op by op) and the ``ttft_clock`` (``kernel`` by
-default, or ``client``: the engine profiles' serving overheads added). Each case says whether it
-shares its GPU and engine with the kernel tables (``kernel_tables``).
+Model-level cases are predicted with the ``compute_model`` asked for (``auto`` by default: the
+measured kernel tables op by op where they cover the accelerator; or ``roofline``, ``kernels``)
+and the ``ttft_clock`` (``kernel`` by default, or ``client``: the engine profiles' serving
+overheads added; a case measured by a client says so and is predicted on the client clock).
+Each case says whether it shares its GPU and engine with the kernel tables (``kernel_tables``).
 
 The ratio of a case is predicted over measured. Per quantity, over the cases in the statistics
 (A or B rating, not excluded, predictable): the median ratio, the worst ratio (the one farthest
@@ -124,16 +125,16 @@ class ValidationResult:
     fits: dict[str, CopyFit]
     held_out_fits: dict[str, dict[str, CopyFit]]
     stats: tuple[QuantityStats, ...]
-    compute_model: str = "roofline"
+    compute_model: str = "auto"
     ttft_clock: str = "kernel"
     kernel_tables: dict[str, str] = field(default_factory=dict)
     """Per case id: whether it shares its GPU and engine with the kernel tables."""
 
     @property
     def default_settings(self) -> bool:
-        """Whether the model-level cases used the defaults (roofline, kernel clock); the JSON
+        """Whether the model-level cases used the defaults (auto, kernel clock); the JSON
         adds ``compute_model``, ``ttft_clock`` and each case's ``kernel_tables`` otherwise."""
-        return self.compute_model == "roofline" and self.ttft_clock == "kernel"
+        return self.compute_model == "auto" and self.ttft_clock == "kernel"
 
     def held_out_fit_error(self, method: str) -> float:
         """The largest factor error over ``method``'s fitted points when each is predicted by
@@ -240,7 +241,7 @@ def _fit_dict(fit: CopyFit) -> dict[str, Any]:
 
 
 def validate(folders: Iterable[str | Path] | None = None,
-             registry: Registry | None = None, *, compute_model: str = "roofline",
+             registry: Registry | None = None, *, compute_model: str = "auto",
              ttft_clock: str = "kernel") -> ValidationResult:
     """Load the cases (default: the built-in ones), predict each before and after engine
     profiles and held out, and summarize (module docstring). ``compute_model`` and
