@@ -288,6 +288,8 @@ def _print(result: Plan) -> None:
             rows.append(("basis", f"compute model {v.compute_model.split(' (')[0]}; engine "
                                   f"profile {v.engine.split(':')[0]}; closest validation case "
                                   f"{v.closest_case.split(' (')[0]} ({v.closest_error})"))
+            rows += [("serving" if i == 0 else "", f"- {q.text()}")
+                     for i, q in enumerate(v.serving)]
             rows += [("outside" if i == 0 else "", f"- {line}")
                      for i, line in enumerate(v.outside)]
         for key, value in rows:

@@ -283,6 +283,7 @@ def _candidate_blocks(cand: CandidatePlan, plan: Plan) -> list[Block]:
             (f"compute model: {v.compute_model}",), (f"engine profile: {v.engine}",),
             (f"engine semantics: {v.semantics}",),
             (f"closest validation case: {v.closest_case}; {v.closest_error}",),
+            *((f"closest serving validation, {q.text()}",) for q in v.serving),
             *((f"outside what was validated: {o}",) for o in v.outside))))
     return blocks
 

@@ -17,7 +17,7 @@ from kvroof.plan.simulation import RunPoint
 from kvroof.plan.sizing import Sizing
 from kvroof.plan.workloads import ReuseStats
 
-__all__ = ["Arm", "CandidatePlan", "Curve", "Plan", "Validity", "Verdict"]
+__all__ = ["Arm", "CandidatePlan", "Curve", "Plan", "ServingQuote", "Validity", "Verdict"]
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,52 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class ServingQuote:
+    """The serving validation's error for the published serving condition closest to one arm
+    of a candidate (:mod:`kvroof.plan.validity`): the condition (``condition``, ``label``, its
+    source ``url``, what it ran: ``model``, ``hardware``, ``engine``, ``tp``), its replay's
+    median simulated-over-measured ratio and mean absolute error (``mape``) over its ``ratios``
+    scores below saturation, at stage durations times ``scale``; ``matches``: the candidate has
+    the condition's accelerator and model; ``match``: how it differs, in words; ``error``: why
+    the replay gave no figures ("" when it did)."""
+
+    arm: str
+    condition: str
+    label: str
+    url: str
+    model: str
+    hardware: str
+    engine: str
+    tp: int
+    scale: float
+    matches: bool
+    match: str
+    median_ratio: float | None = None
+    mape: float | None = None
+    ratios: int = 0
+    error: str = ""
+
+    def text(self) -> str:
+        """One line: the condition, its source, its error and how the candidate compares."""
+        what = (f"{self.condition} ({self.label}; {self.model} on {self.hardware}, TP{self.tp}, "
+                f"{self.engine}; {self.url})")
+        if self.error:
+            error = f"replay failed, no error to quote: {self.error}"
+        elif self.median_ratio is None or self.mape is None:
+            error = "no stage below saturation to score"
+        else:
+            error = (f"median simulated/measured {self.median_ratio:.2f}, mean absolute error "
+                     f"{self.mape:.0%} over {self.ratios} scores below saturation (replayed "
+                     f"at {self.scale:g}x the stage durations)")
+        return f"{self.arm}: {what}: {error}; {self.match}"
+
+
+@dataclass(frozen=True)
 class Validity:
     """Which models produced the answers and how far they were validated: the compute model,
-    the engine profile and the simulated engine's semantics; the closest published validation
-    case and the error of its quantity; ``outside``: answers that fall outside what was
+    the engine profile and the simulated engine's semantics; the closest published model-level
+    validation case and the error of its quantity; ``serving``: per arm, the closest published
+    serving condition and its error; ``outside``: answers that fall outside what was
     validated."""
 
     compute_model: str
@@ -84,6 +126,9 @@ class Validity:
     closest_case: str
     closest_error: str
     outside: tuple[str, ...]
+    serving: tuple[ServingQuote, ...] = ()
+    """Per arm (without offloading, with it): the closest published serving condition and the
+    serving validation's error there."""
 
 
 @dataclass(frozen=True)

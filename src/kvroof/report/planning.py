@@ -188,15 +188,19 @@ def _tables(result: Plan, config: PlanningReport) -> list[Table]:
     for cand in result.candidates:
         v = cand.validity
         if v is None:
-            basis_rows.append([cand.label, *["-"] * 6])
+            basis_rows.append([cand.label, *["-"] * 7])
             continue
         basis_rows.append([cand.label, v.compute_model, v.engine, v.semantics, v.closest_case,
-                           v.closest_error, "; ".join(v.outside) or "none"])
+                           v.closest_error, "; ".join(q.text() for q in v.serving) or "none",
+                           "; ".join(v.outside) or "none"])
     basis = Table("planning_basis", "Planning: what the answers rest on",
                   ["candidate", "compute model", "engine profile", "engine semantics",
-                   "closest validation case", "its error", "outside what was validated"],
-                  basis_rows, ["The serving validation's error for the closest published case "
-                               "(docs/validation.md), and the answers that fall outside what "
+                   "closest validation case", "its error", "closest serving validation",
+                   "outside what was validated"],
+                  basis_rows, ["The model-level validation's error for the closest published "
+                               "case, the serving validation's error for the closest published "
+                               "serving condition per arm (docs/validation.md), and the answers "
+                               "that fall outside what "
                                "was validated, per candidate, as kvroof plan's page gives "
                                "them."])
     return [main, basis]
