@@ -164,8 +164,11 @@ def _build_into(
         "HBM reads of weights and KV), attention over the cached context, MLA, tensor "
         "parallelism and its all-reduces, per-copy latency and granularity, write-back, host "
         "DRAM shared by NUMA node, overlap, and whether the weights fit at all.",
-        f"Settings: T = {config.new_tokens:g} new tokens, TP {config.tp}, dense "
-        f"{config.compute_dtype} peaks x "
+        f"Settings: T = {config.new_tokens:g} new tokens, TP {config.tp}, compute model "
+        f"{config.compute_model}"
+        + (" (the measured kernel tables where they cover the accelerator, the roofline "
+           "elsewhere)" if config.compute_model == "auto" else "")
+        + f", roofline at dense {config.compute_dtype} peaks x "
         + (f"compute efficiency {config.compute_efficiency:g}" if config.compute_efficiency
            else "each accelerator's published achievable matmul rate (H100 SXM: 0.80)")
         + f", {config.bandwidth_source} link bandwidth, link efficiency "

@@ -143,11 +143,19 @@ def _full_grid(reg: Registry, config: ReportConfig) -> Table:
                                 PAPER_LINK_BANDWIDTH[link], config.token_budget)
         notes.append(f"{where}: {waterfall_sentence(steps)}.")
     header = ["model"] + [f"{p.accelerator} + {p.link}" for p in config.hardware]
+    compute = (f"dense {config.compute_dtype} peaks x achievable efficiency"
+               if config.compute_model == "roofline" else
+               f"compute model {config.compute_model}: measured kernels where tabled")
     title = (f"kappa_crit grid, full mode, request alone (T = {config.new_tokens:g}, TP "
-             f"{config.tp}, dense {config.compute_dtype} peaks x achievable efficiency, "
-             f"{config.bandwidth_source} link bandwidth)")
-    notes.insert(0, "Full mode: compute is the GPU roofline, max(FLOP time, HBM time) plus two "
-                    "TP all-reduces per layer; FLOPs count attention over the cached context, "
+             f"{config.tp}, {compute}, {config.bandwidth_source} link bandwidth)")
+    timed = ("" if config.compute_model == "roofline" else
+             f"compute is timed op by op from the measured kernel tables where they cover the "
+             f"accelerator (compute_model {config.compute_model}: each op's roofline time over "
+             "its measured efficiency, the engine's measured all-reduce; docs/cost-model.md), "
+             "else ")
+    notes.insert(0, f"Full mode: {timed}compute is the GPU roofline, max(FLOP time, HBM time) "
+                    "plus two TP all-reduces per layer; FLOPs count attention over the cached "
+                    "context, "
                     f"the MLA up-projection ({config.mla_mode}) and the LM head once per "
                     "request; HBM time reads the weights the request's tokens use (all routed "
                     "experts a MoE prefill touches) and the KV its attention reads; transfer "
@@ -168,7 +176,8 @@ def _measured(reg: Registry, config: ReportConfig) -> Table:
         paper_sparse = float(paper_kappa_at(model, PAPER_COMPUTE["h100"],
                                             MEASURED_BANDWIDTH).kappa_crit)
         testbed = deployment(model, system=config.testbed, registry=reg,
-                             bandwidth_source="sustained", tp=config.tp)
+                             bandwidth_source="sustained", tp=config.tp,
+                             compute_model=config.compute_model)
         paper_dense = float(kappa_paper_for(testbed).kappa_crit)
         busy = dataclasses.replace(testbed, iteration_tokens=config.token_budget)
         cells = [model.label, f"{measured:g}", _num(paper_sparse), _num(paper_dense)]
