@@ -226,6 +226,12 @@ def kappa_report(dep: Deployment, mode: str, new_tokens: float,
     return report
 
 
+def _roofline_only(dep: Deployment) -> str:
+    """A row-name suffix for the roofline's own figures (peak x achievable efficiency) when the
+    kernel tables timed the compute, so they are not read as what timed it."""
+    return ", roofline's" if dep.uses_kernels else ""
+
+
 def _compute_model_rows(dep: Deployment) -> list[list[str]]:
     """The "compute model" row: which model timed the compute, and whether any kernel table
     covers the accelerator (without one every op falls back to its roofline, which the row says
@@ -363,13 +369,13 @@ def run_kappa(args: argparse.Namespace) -> None:
     rows += [
         ["FLOPs per new token", f"{report['flops_per_token']:.4g} FLOP"],
         ["bandwidth (per GPU)", _bandwidth_text(report, capped)],
-        ["compute" + (" (TP group)" if args.mode == "full" else ""),
+        ["compute" + (" (TP group)" if args.mode == "full" else "") + _roofline_only(dep),
          format_quantity(report["compute"], Kind.COMPUTE)],
     ]
     if args.mode == "full":
         rows += [
-            ["compute efficiency", f"{report['compute_efficiency']:.3g} "
-                                   f"({report['compute_efficiency_source']})"],
+            ["compute efficiency" + _roofline_only(dep),
+             f"{report['compute_efficiency']:.3g} ({report['compute_efficiency_source']})"],
             ["HBM (per GPU)", f"{format_quantity(report['hbm_bandwidth'], Kind.BANDWIDTH)} "
                               f"(efficiency {report['hbm_efficiency']:.3g})"],
             ["memory (per GPU)", _memory_text(report)],
@@ -468,6 +474,6 @@ def run_ttft(args: argparse.Namespace) -> None:
                          f"{other['bound']}-bound: {_regime_text(other_dep, computed)}"],
         ["achieved (per GPU)", format_quantity(report["achieved_flops"], Kind.COMPUTE)],
         ["compute utilization", f"{100 * report['compute_utilization']:.1f} %"],
-        ["compute efficiency", f"{report['compute_efficiency']:.3g} "
-                               f"({report['compute_efficiency_source']})"],
+        ["compute efficiency" + _roofline_only(dep),
+         f"{report['compute_efficiency']:.3g} ({report['compute_efficiency_source']})"],
     ])
