@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 
 import pytest
@@ -112,7 +113,8 @@ def test_cli_kappa_shows_the_bandwidth_used_beside_the_one_given(
     code, out, err = run(capsys, "kappa", *QWEN, "--bandwidth", "900 GB/s")
     assert code == 0 and err.count("\n") == 1
     assert "kvroof: warning: bandwidth 900 GB/s per GPU is capped" in err and "56.32" in err
-    rows = {line[:29].strip(): line[29:] for line in out.splitlines()}
+    # key and value are separated by the table's padding (two spaces at least)
+    rows = dict(re.split(r"\s{2,}", line, maxsplit=1) for line in out.splitlines() if line)
     assert rows["bandwidth (per GPU)"].startswith("56.32 GB/s")
     assert "900 GB/s" in rows["bandwidth (per GPU)"]
     capped = dep(bandwidth=900e9)
