@@ -11,12 +11,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import NDArray
 
 if TYPE_CHECKING:
     from kvroof.simulate.metrics import SimResult
 
-__all__ = ["SATURATION_GROWTH", "SATURATION_MIN_REQUESTS", "SATURATION_SHARE", "Saturation",
-           "format_seconds", "saturation", "saturation_notes"]
+__all__ = [
+    "SATURATION_GROWTH",
+    "SATURATION_MIN_REQUESTS",
+    "SATURATION_SHARE",
+    "Saturation",
+    "format_seconds",
+    "saturated",
+    "saturation",
+    "saturation_notes",
+]
 
 SATURATION_SHARE = 0.9
 """A run is saturated when it serves less than this share of the offered rate ..."""
@@ -72,9 +81,16 @@ def saturation(result: SimResult) -> Saturation | None:
     served = float(result.summary.get("throughput_rps", math.nan))
     if not (span > 0 and math.isfinite(served)):
         return None
-    offered = n / span
+    return saturated(arrival, ttft, n / span, served)
+
+
+def saturated(arrival: NDArray[np.float64], ttft: NDArray[np.float64], offered: float,
+              served: float) -> Saturation | None:
+    """The rule of :func:`saturation` on requests' ``arrival`` and ``ttft`` (seconds) at
+    ``offered`` and ``served`` requests/s: served below 90% of offered and the median TTFT of
+    the last third of the arrivals at least twice the first third's."""
     order = np.argsort(arrival, kind="stable")
-    third = n // 3
+    third = arrival.size // 3
     first = float(np.nanmedian(ttft[order[:third]]))
     last = float(np.nanmedian(ttft[order[-third:]]))
     if served < SATURATION_SHARE * offered and last > SATURATION_GROWTH * first:

@@ -41,12 +41,7 @@ from kvroof.cost.deployment import deployment
 from kvroof.simulate.metrics import SimResult
 from kvroof.simulate.runner import simulate
 from kvroof.simulate.settings import SimSettings
-from kvroof.simulate.steady_state import (
-    SATURATION_GROWTH,
-    SATURATION_MIN_REQUESTS,
-    SATURATION_SHARE,
-    Saturation,
-)
+from kvroof.simulate.steady_state import SATURATION_MIN_REQUESTS, Saturation, saturated
 from kvroof.specs.registry import Registry
 from kvroof.validation.serving_cases import Condition, Replay, Workload
 from kvroof.workload.records import Workload as Requests
@@ -155,14 +150,7 @@ def stage_saturation(requests: dict[str, NDArray[Any]]) -> Saturation | None:
     span = float(np.max(requests["finish"]) - arrival.min())
     if not (send > 0 and span > 0):
         return None
-    offered, served = n / send, n / span
-    order = np.argsort(arrival, kind="stable")
-    third = n // 3
-    first = float(np.nanmedian(ttft[order[:third]]))
-    last = float(np.nanmedian(ttft[order[-third:]]))
-    if served < SATURATION_SHARE * offered and last > SATURATION_GROWTH * first:
-        return Saturation(offered, served, first, last)
-    return None
+    return saturated(arrival, ttft, n / send, n / span)
 
 
 def _stage_replay(requests: dict[str, NDArray[Any]], mask: NDArray[np.bool_],
